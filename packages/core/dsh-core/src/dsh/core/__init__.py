@@ -1,0 +1,126 @@
+"""dsh.core — the host harness the subagent seam stands on.
+
+Context and plugins, sessions (JSONL), agents and the agent loop, the LLM runtime
+with a scripted adapter, tools, jobs, the event bus and the abort signal.
+"""
+
+from dsh.core.agent import Agent, AgentObserver, StopReason, TurnOutcome, last_output
+from dsh.core.agents import AgentRegistry, ConfigError
+from dsh.core.content import Content, ContentBlock, as_blocks, text_block, text_of
+from dsh.core.context import Context
+from dsh.core.effects import AsyncDisposer, Disposer, EffectScope
+from dsh.core.events import ANY, BusEvent, EventBus
+from dsh.core.jobs import MAX_RUNNING_PER_OWNER, Job, JobError, JobOutcome, JobRegistry, JobStatus
+from dsh.core.llm import (
+    BoundModel,
+    LLMRuntime,
+    ModelAdapter,
+    ModelConfig,
+    ModelDone,
+    ModelError,
+    ModelRequest,
+    ModelStreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from dsh.core.plugins import LoadedPlugin, NoConfig, Plugin, PluginError, PluginHost
+from dsh.core.presets import AgentDefaults, PluginRow, Preset, PresetError, load_preset, parse_preset
+from dsh.core.prompt import PromptSections
+from dsh.core.scripted import ScriptedAdapter, ScriptedModelOptions, ScriptedReply, ScriptedToolCall
+from dsh.core.session import (
+    Event,
+    LoadedSession,
+    Session,
+    SessionError,
+    SessionHeader,
+    SessionStore,
+    TornTail,
+)
+from dsh.core.signals import AbortSignal, Aborted
+from dsh.core.tools import (
+    AgentTools,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    ToolView,
+    TurnBlocked,
+    tool,
+)
+
+__all__ = [
+    "ANY",
+    "AbortSignal",
+    "Aborted",
+    "Agent",
+    "AgentDefaults",
+    "AgentObserver",
+    "AgentRegistry",
+    "AgentTools",
+    "AsyncDisposer",
+    "BoundModel",
+    "BusEvent",
+    "ConfigError",
+    "Content",
+    "ContentBlock",
+    "Context",
+    "Disposer",
+    "EffectScope",
+    "Event",
+    "EventBus",
+    "Job",
+    "JobError",
+    "JobOutcome",
+    "JobRegistry",
+    "JobStatus",
+    "LLMRuntime",
+    "LoadedPlugin",
+    "LoadedSession",
+    "MAX_RUNNING_PER_OWNER",
+    "ModelAdapter",
+    "ModelConfig",
+    "ModelDone",
+    "ModelError",
+    "ModelRequest",
+    "ModelStreamEvent",
+    "NoConfig",
+    "Plugin",
+    "PluginError",
+    "PluginHost",
+    "PluginRow",
+    "Preset",
+    "PresetError",
+    "PromptSections",
+    "ScriptedAdapter",
+    "ScriptedModelOptions",
+    "ScriptedReply",
+    "ScriptedToolCall",
+    "Session",
+    "SessionError",
+    "SessionHeader",
+    "SessionStore",
+    "StopReason",
+    "TextDelta",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "ToolView",
+    "TornTail",
+    "TurnBlocked",
+    "TurnOutcome",
+    "Usage",
+    "as_blocks",
+    "last_output",
+    "load_preset",
+    "parse_preset",
+    "text_block",
+    "text_of",
+    "tool",
+]

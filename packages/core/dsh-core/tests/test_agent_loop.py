@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import anyio
+import anyio.lowlevel
 import pytest
 from pydantic import BaseModel
 
@@ -174,7 +175,7 @@ async def test_cancel_mid_step_settles_aborted_and_leaves_no_task() -> None:
         assert end.data["error"] == "user pressed stop"
         assert tool_signal_reasons == ["user pressed stop", "user pressed stop"]
         assert not agent.running
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         assert len(asyncio.all_tasks()) <= tasks_before
 
 
@@ -231,7 +232,9 @@ async def test_stop_reasons_from_the_model_and_tools() -> None:
         )
         outcome = await agent.run("go")
         assert outcome.stop_reason == "completed"
-        texts = [e.data["content"][0]["text"] for e in agent.session.events if e.type == "tool/result"]
+        texts = [
+            e.data["content"][0]["text"] for e in agent.session.events if e.type == "tool/result"
+        ]
         assert texts[0] == "tool broken failed: RuntimeError: disk on fire"
         assert texts[1].startswith('unknown tool "missing" (available tools: blocked, broken')
 
@@ -343,7 +346,9 @@ async def test_context_exit_aborts_running_turns_and_closes_agents() -> None:
 
 async def test_per_agent_model_config_and_closed_agent_refuses_input() -> None:
     async with Context.open(PRESET) as ctx:
-        agent = ctx.agents.create(model=ModelConfig(adapter="scripted", options={"replies": [{"text": "custom"}]}))
+        agent = ctx.agents.create(
+            model=ModelConfig(adapter="scripted", options={"replies": [{"text": "custom"}]})
+        )
         await agent.run("x")
         assert last_output(agent.session.events) == "custom"
         await agent.aclose()

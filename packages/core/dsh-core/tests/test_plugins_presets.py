@@ -108,7 +108,7 @@ def test_preset_file_errors_name_the_row(tmp_path: pytest.TempPathFactory) -> No
     with pytest.raises(PresetError, match=r"p\.toml: preset row 1 \(plugin \"a\"\): colour"):
         load_preset(path)
     path.write_text('[[plugin]]\nid = "x"\nname = "a"\n[[plugin]]\nid = "x"\nname = "b"\n')
-    with pytest.raises(PresetError, match='preset row 2 .*duplicate id'):
+    with pytest.raises(PresetError, match=r"preset row 2 .*duplicate id"):
         load_preset(path)
     path.write_text("[agent\n")
     with pytest.raises(PresetError, match="not valid TOML"):

@@ -26,7 +26,14 @@ from dsh.core.llm import (
     Usage,
 )
 from dsh.core.plugins import LoadedPlugin, NoConfig, Plugin, PluginError, PluginHost
-from dsh.core.presets import AgentDefaults, PluginRow, Preset, PresetError, load_preset, parse_preset
+from dsh.core.presets import (
+    AgentDefaults,
+    PluginRow,
+    Preset,
+    PresetError,
+    load_preset,
+    parse_preset,
+)
 from dsh.core.prompt import PromptSections
 from dsh.core.scripted import ScriptedAdapter, ScriptedModelOptions, ScriptedReply, ScriptedToolCall
 from dsh.core.session import (
@@ -38,7 +45,7 @@ from dsh.core.session import (
     SessionStore,
     TornTail,
 )
-from dsh.core.signals import AbortSignal, Aborted
+from dsh.core.signals import Aborted, AbortSignal
 from dsh.core.tools import (
     AgentTools,
     Tool,
@@ -53,6 +60,7 @@ from dsh.core.tools import (
 
 __all__ = [
     "ANY",
+    "MAX_RUNNING_PER_OWNER",
     "AbortSignal",
     "Aborted",
     "Agent",
@@ -79,7 +87,6 @@ __all__ = [
     "LLMRuntime",
     "LoadedPlugin",
     "LoadedSession",
-    "MAX_RUNNING_PER_OWNER",
     "ModelAdapter",
     "ModelConfig",
     "ModelDone",

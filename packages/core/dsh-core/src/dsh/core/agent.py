@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -369,8 +368,10 @@ class Agent:
             self._end_turn(turn, "aborted", "context closed")
             raise
         self._scope = None
-        if scope.cancelled_caught or stop == "aborted" or (
-            self._cancel_cause is not None and stop == "completed"
+        if (
+            scope.cancelled_caught
+            or stop == "aborted"
+            or (self._cancel_cause is not None and stop == "completed")
         ):
             stop, error = "aborted", self._cancel_cause or "cancelled"
         signal.abort("turn ended")
@@ -408,7 +409,8 @@ class Agent:
             parts: list[str] = []
             calls: list[ToolCall] = []
             done: ModelDone | None = None
-            async with aclosing(model.adapter.stream(request, signal)) as stream:
+            stream = model.adapter.stream(request, signal)
+            try:
                 async for item in stream:
                     if type(item) is TextDelta:
                         parts.append(item.text)
@@ -418,6 +420,10 @@ class Agent:
                         calls.append(item)
                     elif type(item) is ModelDone:
                         done = item
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
             if done is None:
                 raise ModelError("the model stream ended without a final event")
             text = "".join(parts)
@@ -469,9 +475,13 @@ class Agent:
             else:
                 async with anyio.create_task_group() as tg:
                     for position in range(index, end):
-                        tg.start_soon(self._run_tool_into, calls[position], signal, results, position)
+                        tg.start_soon(
+                            self._run_tool_into, calls[position], signal, results, position
+                        )
             index = end
-        return [r if r is not None else ToolResult("tool produced no result", True) for r in results]
+        return [
+            r if r is not None else ToolResult("tool produced no result", True) for r in results
+        ]
 
     async def _run_tool_into(
         self, call: ToolCall, signal: AbortSignal, into: list[ToolResult | None], position: int

@@ -28,7 +28,7 @@ NO_MODEL_HELP = (
     '  adapter = "openai"            # needs the dsh-llm-openai plugin row\n'
     '  model = "deepseek-chat"\n'
     "\n"
-    '(base URL https://api.deepseek.com by default; the key is read from DEEPSEEK_API_KEY),\n'
+    "(base URL https://api.deepseek.com by default; the key is read from DEEPSEEK_API_KEY),\n"
     'or use adapter = "scripted" for an offline scripted model.'
 )
 

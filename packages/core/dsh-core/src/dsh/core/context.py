@@ -73,6 +73,7 @@ class Context:
         self.prompt = PromptSections()
         self.prompt.set("persona", self.defaults.persona)
         self._services: dict[str, Any] = {}
+        self._closers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: set[asyncio.Task[Any]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._default_model: BoundModel | None = None
@@ -108,8 +109,27 @@ class Context:
                 finally:
                     await ctx._cancel_tasks()
 
+    def on_close(self, closer: Callable[[], Coroutine[Any, Any, None]]) -> Disposer:
+        """Run ``await closer()`` when the context closes, before agents are closed.
+
+        Services that own live work (e.g. the subagent runtime's runs) drain here.
+        """
+        self._closers.append(closer)
+
+        def remove() -> None:
+            if closer in self._closers:
+                self._closers.remove(closer)
+
+        return remove
+
     async def aclose(self) -> None:
-        """Kill jobs, close agents, unload plugins (newest first)."""
+        """Run close hooks (newest first), kill jobs, close agents, unload plugins."""
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                await closer()
+            except Exception:
+                _log.exception("close hook %r failed", closer)
         await self.jobs.aclose()
         await self.agents.aclose_all()
         await self.plugins.unload_all()
@@ -167,7 +187,9 @@ class Context:
         """The service ``name``, checked to be a ``kind`` (typed access)."""
         found = self._services.get(name)
         if found is None:
-            raise LookupError(f'no service "{name}" in this context: load the plugin that provides it')
+            raise LookupError(
+                f'no service "{name}" in this context: load the plugin that provides it'
+            )
         if not isinstance(found, kind):
             raise TypeError(f'service "{name}" is a {type(found).__name__}, not a {kind.__name__}')
         return found

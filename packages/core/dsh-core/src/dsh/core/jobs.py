@@ -65,8 +65,8 @@ class Job:
         "description",
         "ended_at",
         "id",
-        "kind",
         "kill_reason",
+        "kind",
         "outcome",
         "owner_id",
         "signal",
@@ -126,15 +126,11 @@ class JobRegistry:
         self._jobs: dict[str, Job] = {}
         self._counters: dict[str, itertools.count[int]] = {}
 
-    def start(
-        self, owner: Agent, kind: str, fn: JobFunction, *, description: str = ""
-    ) -> Job:
+    def start(self, owner: Agent, kind: str, fn: JobFunction, *, description: str = "") -> Job:
         """Start ``fn(signal)`` as a job of ``owner``; raises :class:`JobError` at the cap."""
         if not kind or not kind.replace("_", "a").isalnum():
             raise JobError(f"invalid job kind {kind!r}: use letters, digits and '_'")
-        running = sum(
-            1 for j in self._jobs.values() if j.owner_id == owner.id and not j.settled
-        )
+        running = sum(1 for j in self._jobs.values() if j.owner_id == owner.id and not j.settled)
         if running >= MAX_RUNNING_PER_OWNER:
             raise JobError(
                 f"agent {owner.label or owner.id} already has {running} running jobs (the limit is"

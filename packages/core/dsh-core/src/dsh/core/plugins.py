@@ -20,6 +20,7 @@ and in the distribution's ``pyproject.toml``::
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class NoConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-ApplyFunction = Callable[["Context", C, EffectScope], None | Awaitable[None]]
+ApplyFunction = Callable[["Context", C, EffectScope], Awaitable[None] | None]
 
 
 class Plugin(Generic[C]):
@@ -110,7 +111,12 @@ class PluginHost:
     def add(self, plugin: Plugin[Any]) -> Disposer:
         """Make ``plugin`` loadable by name without an entry point (tests, scripts)."""
         self._local[plugin.name] = plugin
-        return lambda: self._local.pop(plugin.name, None) and None
+
+        def remove() -> None:
+            if self._local.get(plugin.name) is plugin:
+                del self._local[plugin.name]
+
+        return remove
 
     def resolve(self, name: str) -> Plugin[Any]:
         """The plugin called ``name``; unknown names raise listing what is installed."""
@@ -173,7 +179,7 @@ class PluginHost:
         self, row: PluginRow, config: Mapping[str, Any] | BaseModel | None, label: str
     ) -> LoadedPlugin:
         if row.id in self._loaded:
-            raise PluginError(f"{label}: a plugin with id \"{row.id}\" is already loaded")
+            raise PluginError(f'{label}: a plugin with id "{row.id}" is already loaded')
         try:
             plugin = self.resolve(row.name)
         except PluginError as exc:
@@ -216,7 +222,5 @@ class PluginHost:
 
 async def _close_quietly(effects: EffectScope) -> None:
     """Undo a half-applied plugin; its own failure must not mask the original error."""
-    try:
+    with contextlib.suppress(Exception):  # already logged by EffectScope
         await effects.aclose()
-    except Exception:
-        pass  # already logged by EffectScope

@@ -34,9 +34,9 @@ from dsh.core.llm import ModelConfig
 __all__ = [
     "DEFAULT_PERSONA",
     "AgentDefaults",
+    "PluginRow",
     "Preset",
     "PresetError",
-    "PluginRow",
     "load_preset",
     "parse_preset",
 ]
@@ -133,8 +133,9 @@ def _from_mapping(raw: dict[str, Any], source: str, base_dir: Path | None) -> Pr
             counts[row.name] = counts.get(row.name, 0) + 1
             row.id = row.name if counts[row.name] == 1 else f"{row.name}#{counts[row.name]}"
         if row.id in seen:
+            first = seen[row.id] + 1
             raise PresetError(
-                f"{source}: {row.describe(index)}: duplicate id (also used by row {seen[row.id] + 1})"
+                f"{source}: {row.describe(index)}: duplicate id (also used by row {first})"
             )
         seen[row.id] = index
         rows.append(row)

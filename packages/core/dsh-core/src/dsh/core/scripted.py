@@ -129,10 +129,7 @@ class ScriptedAdapter:
             if inspect.isawaitable(outcome):
                 return await outcome
             return outcome
-        if self._mode == "sequence":
-            index = self._served
-        else:
-            index = _step_of(request.events)
+        index = self._served if self._mode == "sequence" else _step_of(request.events)
         self._served += 1
         return self._replies[min(index, len(self._replies) - 1)]
 

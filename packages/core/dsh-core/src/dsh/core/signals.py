@@ -6,6 +6,7 @@ allocated callback list) because every tool call and every child run gets one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -78,10 +79,8 @@ class AbortSignal:
 
         def remove() -> None:
             if self._callbacks is not None:
-                try:
+                with contextlib.suppress(ValueError):
                     self._callbacks.remove(callback)
-                except ValueError:
-                    pass
 
         return remove
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,9 +29,9 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "ToolRegistry",
     "ToolResult",
     "ToolView",
-    "ToolRegistry",
     "TurnBlocked",
     "tool",
 ]
@@ -153,8 +153,11 @@ def tool(
         params = list(inspect.signature(fn).parameters)
         model = hints.get(params[0]) if params else None
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise ToolError(f"tool {name!r}: first parameter must be annotated with a pydantic model")
-        return Tool.from_model(name, description, model, fn, concurrency_safe=concurrency_safe)
+            raise ToolError(
+                f"tool {name!r}: first parameter must be annotated with a pydantic model"
+            )
+        run = cast("Callable[[BaseModel, ToolContext], Awaitable[ToolResult | Content]]", fn)
+        return Tool.from_model(name, description, model, run, concurrency_safe=concurrency_safe)
 
     return wrap
 

@@ -10,11 +10,12 @@ too, instead of escaping to init.
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 from collections.abc import Iterator
 
 import pytest
+
+from dsh.testing.processes import describe, live_children, reap_zombies
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -35,54 +36,12 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _children() -> dict[int, str]:
-    """Direct children of this process: pid -> state letter."""
-    pid = os.getpid()
-    found: dict[int, str] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read().decode(errors="replace")
-        except OSError:
-            continue
-        rest = stat.rsplit(")", 1)[-1].split()
-        if len(rest) > 2 and int(rest[1]) == pid:
-            found[int(entry)] = rest[0]
-    return found
-
-
-def _describe(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return f"{pid}: {handle.read().replace(bytes(1), b' ').decode(errors='replace')[:200]}"
-    except OSError:
-        return str(pid)
-
-
-def _reap_orphan_zombies(pids: set[int]) -> None:
-    for pid in pids:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-
-
 @pytest.fixture(autouse=True)
 def _no_leaked_processes() -> Iterator[None]:
     """Fail a test that leaves a live process (child or orphaned descendant) behind."""
-    before = set(_children())
+    before = live_children()
     yield
-    after = _children()
-    new = {pid: state for pid, state in after.items() if pid not in before}
-    _reap_orphan_zombies({pid for pid, state in new.items() if state == "Z"})
-    leaked = sorted(pid for pid, state in new.items() if state != "Z")
+    reap_zombies()
+    leaked = sorted(live_children() - before)
     if leaked:
-        pytest.fail(
-            "test left processes running:\n" + "\n".join(_describe(pid) for pid in leaked)
-        )
+        pytest.fail("test left processes running:\n" + "\n".join(describe(p) for p in leaked))

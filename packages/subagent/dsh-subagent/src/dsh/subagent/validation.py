@@ -1,0 +1,60 @@
+"""Validation of request fields the runtime checks before a provider runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dsh.subagent.errors import SubagentError
+
+__all__ = ["check_max_depth", "check_output_schema", "depth_violation"]
+
+
+def check_max_depth(value: object) -> None:
+    """``max_depth`` must be a non-negative int (bool is not an int here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SubagentError(
+            f"max_depth must be a non-negative integer, got {value!r}", "INVALID_REQUEST"
+        )
+
+
+def check_output_schema(schema: object) -> None:
+    """``output_schema`` must be a valid JSON Schema whose root is an object."""
+    if not isinstance(schema, Mapping):
+        raise SubagentError(
+            f"output_schema must be a JSON Schema object, got {type(schema).__name__}",
+            "INVALID_REQUEST",
+        )
+    root = schema.get("type")
+    if root != "object":
+        raise SubagentError(
+            f'output_schema must be object-rooted (type "object"), got type {root!r}',
+            "INVALID_REQUEST",
+        )
+    from jsonschema import exceptions, validators  # lazy: only requests with a schema pay
+
+    try:
+        validators.validator_for(schema).check_schema(dict(schema))
+    except exceptions.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise SubagentError(
+            f"output_schema is not a valid JSON Schema at {where}: {exc.message}",
+            "INVALID_REQUEST",
+        ) from None
+
+
+def depth_violation(parent_meta: Mapping[str, Any], max_depth: int | None) -> str | None:
+    """The depth error message if a child of this parent would be too deep, else None.
+
+    The effective limit is the smaller of ``max_depth`` and any limit the parent
+    inherited (``meta["max_depth"]``), so a nested chain cannot raise its own cap.
+    """
+    inherited = parent_meta.get("max_depth")
+    limits = [m for m in (max_depth, inherited) if isinstance(m, int)]
+    if not limits:
+        return None
+    limit = min(limits)
+    depth = int(parent_meta.get("delegation_depth", 0)) + 1
+    if depth > limit:
+        return f"subagent depth {depth} exceeds max_depth {limit}"
+    return None

@@ -1,0 +1,63 @@
+"""Configuration of one ``subagent`` tool instance."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dsh.subagent import ToolFilter
+
+__all__ = ["SubagentToolConfig", "ToolFilterConfig"]
+
+
+class ToolFilterConfig(BaseModel):
+    """Which global tools the child may use: ``allow`` (None: all), minus ``deny``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[str] | None = None
+    deny: list[str] = []
+
+    def to_filter(self) -> ToolFilter:
+        """The interface's :class:`~dsh.subagent.ToolFilter`."""
+        return ToolFilter(
+            allow=tuple(self.allow) if self.allow is not None else None, deny=tuple(self.deny)
+        )
+
+
+class SubagentToolConfig(BaseModel):
+    """Config of ``dsh-tool-subagent``: one tool bound to one provider.
+
+    The model sees only ``description`` and ``prompt`` (and ``run_in_background``
+    where enabled); everything here is fixed by whoever wrote the preset.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str
+    tool_name: str = Field("subagent", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    max_depth: int | Literal["provider-managed"] = 3
+    """Delegation depth cap (children of depth > max_depth are refused), or
+    ``"provider-managed"`` to send no limit (providers without ``depth_limit``)."""
+    persona: str | None = None
+    tool_filter: ToolFilterConfig | None = None
+    agent_options: dict[str, Any] | None = None
+    enable_run_in_background: bool = False
+    background_mode: Literal["one-shot", "continuable"] = "one-shot"
+    description: str | None = None
+    """Replaces the tool's default description."""
+
+    @field_validator("max_depth")
+    @classmethod
+    def _non_negative(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and (isinstance(value, bool) or value < 0):
+            raise ValueError(
+                f"max_depth must be a non-negative integer or 'provider-managed', got {value!r}"
+            )
+        return value
+
+    @property
+    def numeric_max_depth(self) -> int | None:
+        """``max_depth`` as sent in requests (None for provider-managed)."""
+        return self.max_depth if isinstance(self.max_depth, int) else None

@@ -1,0 +1,70 @@
+"""Turning a settled run into the tool result the parent model reads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dsh.core import ToolResult
+from dsh.subagent import SubagentResult
+
+__all__ = ["HEADLINES", "headline_for", "tool_result_for"]
+
+HEADLINES = {
+    "aborted": "subagent run was cancelled",
+    "error": "subagent run failed",
+    "max-tokens": "subagent run hit its token limit before finishing",
+    "refusal": "subagent declined the task",
+}
+
+
+def headline_for(stop_reason: str) -> str:
+    """The first line of the error result for a non-completed stop reason."""
+    return HEADLINES.get(stop_reason, f"subagent run ended abnormally ({stop_reason})")
+
+
+def tool_result_for(
+    result: SubagentResult | None,
+    *,
+    result_error: BaseException | None = None,
+    dispose_error: BaseException | None = None,
+    run_id: str | None = None,
+) -> ToolResult:
+    """Map a run's outcome (and any infrastructure failures) to a tool result."""
+    data: dict[str, Any] = {"run_id": run_id}
+    if result is not None:
+        data["stop_reason"] = result.stop_reason
+        if result.usage is not None:
+            data["usage"] = dict(result.usage)
+        if result.structured is not None:
+            data["structured"] = result.structured
+    if result_error is not None or result is None:
+        lines = [
+            "subagent run failed",
+            f"Diagnostic: the run's result could not be read: {_describe(result_error)}",
+        ]
+        if dispose_error is not None:
+            lines.append(f"Cleanup also failed: {_describe(dispose_error)}")
+        return ToolResult("\n".join(lines), is_error=True, data=data)
+    if result.stop_reason == "completed":
+        text = result.output or "(the subagent finished without any output)"
+        if result.structured is not None:
+            text = json.dumps(result.structured, ensure_ascii=False)
+        if dispose_error is not None:
+            text += f"\n\nWarning: cleanup of the subagent failed: {_describe(dispose_error)}"
+            return ToolResult(text, is_error=True, data=data)
+        return ToolResult(text, data=data)
+    lines = [headline_for(result.stop_reason)]
+    if result.diagnostic:
+        lines.append(f"Diagnostic: {result.diagnostic}")
+    if result.output:
+        lines.append(f"Partial output before the run ended: {result.output}")
+    if dispose_error is not None:
+        lines.append(f"Cleanup also failed: {_describe(dispose_error)}")
+    return ToolResult("\n".join(lines), is_error=True, data=data)
+
+
+def _describe(error: BaseException | None) -> str:
+    if error is None:
+        return "no result"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

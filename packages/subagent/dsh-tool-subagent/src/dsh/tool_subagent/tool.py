@@ -1,0 +1,136 @@
+"""The ``subagent`` tool: what the parent model calls to delegate."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dsh.core import Tool, ToolContext, ToolResult
+from dsh.subagent import (
+    SubagentError,
+    SubagentProvider,
+    SubagentResult,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
+from dsh.tool_subagent.config import SubagentToolConfig
+from dsh.tool_subagent.outcome import tool_result_for
+
+__all__ = ["DelegateArgs", "build_tool", "describe_tool", "run_foreground", "start_request"]
+
+
+class DelegateArgs(BaseModel):
+    """What the model fills in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field(
+        ..., min_length=1, max_length=200, description="A short (3-7 word) label for the task."
+    )
+    prompt: str = Field(..., min_length=1, description="The task for the subagent.")
+
+
+class DelegateBackgroundArgs(DelegateArgs):
+    """``DelegateArgs`` plus ``run_in_background``."""
+
+    run_in_background: bool = Field(
+        False,
+        description="Start the subagent as a background job and return its job id at once.",
+    )
+
+
+FRESH = (
+    "The subagent starts with no memory of this conversation: put everything it needs"
+    " in the prompt (the goal, relevant facts and file paths, constraints, and what to"
+    " report back)."
+)
+INHERITED = (
+    "The subagent starts from a copy of this conversation's completed turns, so the"
+    " prompt can refer to earlier context briefly; say exactly what to do and what to"
+    " report back."
+)
+
+
+def describe_tool(config: SubagentToolConfig, provider: SubagentProvider) -> str:
+    """The tool description the model reads, worded by ``inherits_parent_context``."""
+    if config.description:
+        return config.description
+    lines = [
+        "Delegate a self-contained task to a subagent and get its final answer back.",
+        INHERITED if provider.inherits_parent_context else FRESH,
+        "The subagent's intermediate steps are not shown to you; only its final"
+        " answer (or why it failed) is returned.",
+    ]
+    if config.enable_run_in_background:
+        lines.append(
+            "Set run_in_background to keep working while it runs; collect the result"
+            " later with job_output."
+        )
+    return " ".join(lines)
+
+
+def start_request(
+    config: SubagentToolConfig, args: DelegateArgs, tctx: ToolContext
+) -> SubagentStartRequest:
+    """The start request for one tool call, with the config's fixed fields."""
+    return SubagentStartRequest(
+        args.prompt,
+        tctx.agent,
+        tctx.signal,
+        label=args.description,
+        agent_options=config.agent_options,
+        max_depth=config.numeric_max_depth,
+        tool_filter=config.tool_filter.to_filter() if config.tool_filter else None,
+        persona=config.persona,
+    )
+
+
+async def run_foreground(
+    runtime: SubagentRuntime, config: SubagentToolConfig, args: DelegateArgs, tctx: ToolContext
+) -> ToolResult:
+    """Start with the tool call's signal, await the result, dispose on every path."""
+    try:
+        run = await runtime.start(config.provider, start_request(config, args, tctx))
+    except SubagentError as exc:
+        return ToolResult(
+            f"subagent could not start: {exc.message}", is_error=True, data={"code": exc.code}
+        )
+    result: SubagentResult | None = None
+    result_error: BaseException | None = None
+    dispose_error: BaseException | None = None
+    try:
+        result = await run.result
+    except Exception as exc:
+        result_error = exc
+    finally:
+        try:
+            await run.dispose()
+        except Exception as exc:
+            dispose_error = exc
+    return tool_result_for(
+        result, result_error=result_error, dispose_error=dispose_error, run_id=run.id
+    )
+
+
+def build_tool(
+    runtime: SubagentRuntime, config: SubagentToolConfig, provider: SubagentProvider
+) -> Tool:
+    """The tool instance for ``config`` bound to ``provider``."""
+    if config.enable_run_in_background:
+        from dsh.tool_subagent.background import run_delegation
+
+        async def run_with_background(
+            args: DelegateBackgroundArgs, tctx: ToolContext
+        ) -> ToolResult:
+            return await run_delegation(runtime, config, args, tctx)
+
+        return Tool.from_model(
+            config.tool_name,
+            describe_tool(config, provider),
+            DelegateBackgroundArgs,
+            run_with_background,
+        )
+
+    async def run(args: DelegateArgs, tctx: ToolContext) -> ToolResult:
+        return await run_foreground(runtime, config, args, tctx)
+
+    return Tool.from_model(config.tool_name, describe_tool(config, provider), DelegateArgs, run)

@@ -184,6 +184,20 @@ class Agent:
 
         return remove
 
+    _MESSAGE_TYPES = frozenset(
+        ("user/message", "assistant/message", "tool/call", "tool/result", "turn/start", "turn/end")
+    )
+
+    def record(self, type: str, data: Mapping[str, Any]) -> Event:
+        """Append a bookkeeping event (not a message: adapters do not show it to the model).
+
+        Observers see it like any other event. Message and turn types are refused:
+        those belong to the loop.
+        """
+        if type in self._MESSAGE_TYPES:
+            raise ValueError(f"{type!r} events are written by the agent loop, not recorded")
+        return self._append(type, data)
+
     def _append(self, type: str, data: Mapping[str, Any]) -> Event:
         event = self.session.append(type, data)
         if self._observers:
@@ -489,6 +503,8 @@ class Agent:
         into[position] = await self._run_tool(call, signal)
 
     async def _run_tool(self, call: ToolCall, signal: AbortSignal) -> ToolResult:
+        if self.tools.refusal is not None:
+            return ToolResult(self.tools.refusal, is_error=True)
         tool = self.tools.get(call.name)
         if tool is None:
             available = ", ".join(self.tools.names()) or "none"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsh.core.agent import Agent
 from dsh.core.llm import BoundModel, ModelConfig
+from dsh.core.prompt import PromptSections
 from dsh.core.session import Event, Session, SessionError, SessionHeader, new_session_id
 from dsh.core.tools import AgentTools, ToolView
 
@@ -54,13 +55,16 @@ class AgentRegistry:
         max_steps: int | None = None,
         persist: bool | None = None,
         session_id: str | None = None,
+        prompt: PromptSections | None = None,
     ) -> Agent:
         """Create an agent with a new session.
 
         ``parent`` sets lineage (``parent_session``), depth (parent's + 1), cwd and
         model defaults. ``seed`` (with ``seed_from``, the session it was taken from)
         starts the log with existing events, shared by reference. ``persist``
-        defaults to whether the context has a session store.
+        defaults to whether the context has a session store. ``prompt`` is the base
+        of the system prompt (default: the deployment's sections); ``persona``
+        replaces its persona section.
         """
         ctx = self._ctx
         bound = self._resolve_model(model, parent)
@@ -88,7 +92,7 @@ class AgentRegistry:
             session = store.create(header, seed)
         else:
             session = Session(header, seed)
-        prompt = ctx.prompt.copy()
+        prompt = prompt.copy() if prompt is not None else ctx.prompt.copy()
         if persona is not None:
             prompt.set("persona", persona)
         agent = Agent(

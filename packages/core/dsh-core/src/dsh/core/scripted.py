@@ -8,7 +8,8 @@ across all calls instead.
 
 Reply text and string tool arguments may use ``{prompt}`` (the text of the last
 user message), ``{tool_results}`` (the texts of the tool results since the last
-assistant message, one per line) and ``{step}``.
+assistant message, one per line), ``{step}`` and ``{turns}`` (completed turns
+visible in the request: a forked child sees its parent's).
 
 From a preset::
 
@@ -94,7 +95,7 @@ class ScriptedModelOptions(BaseModel):
 
 ScriptFunction = Callable[[ModelRequest], ScriptedReply | Awaitable[ScriptedReply]]
 
-_TEMPLATE = re.compile(r"\{(prompt|tool_results|step)\}")
+_TEMPLATE = re.compile(r"\{(prompt|tool_results|step|turns)\}")
 _call_ids = itertools.count(1)
 
 
@@ -191,7 +192,13 @@ def _template_values(events: Sequence[Event]) -> dict[str, str]:
         elif collecting and event.type == "tool/result":
             results.append(text_of(event.data.get("content")))
     results.reverse()
-    return {"prompt": prompt, "tool_results": "\n".join(results), "step": str(_step_of(events))}
+    turns = sum(1 for e in events if e.type == "turn/end")
+    return {
+        "prompt": prompt,
+        "tool_results": "\n".join(results),
+        "step": str(_step_of(events)),
+        "turns": str(turns),
+    }
 
 
 def _fill(text: str, values: Mapping[str, str]) -> str:

@@ -235,6 +235,30 @@ class ToolView:
         self._cache: tuple[ToolSpec, ...] = ()
         self._cache_version = -1
 
+    @property
+    def allow(self) -> frozenset[str] | None:
+        """The allow-list (None: everything not denied)."""
+        return self._allow
+
+    @property
+    def deny(self) -> frozenset[str]:
+        """The deny-list."""
+        return self._deny
+
+    def narrow(self, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> ToolView:
+        """A view no wider than this one: allow lists intersect, deny lists add up.
+
+        Names unknown to the registry fail loud, as in :meth:`ToolRegistry.restrict`.
+        """
+        checked = self.registry.restrict(allow, deny)
+        if self._allow is None:
+            merged_allow = checked._allow
+        elif checked._allow is None:
+            merged_allow = self._allow
+        else:
+            merged_allow = self._allow & checked._allow
+        return ToolView(self.registry, merged_allow, self._deny | checked._deny)
+
     def admits(self, name: str) -> bool:
         """True if the view lets ``name`` through (whether or not it is registered)."""
         if self._allow is not None and name not in self._allow:
@@ -265,10 +289,12 @@ class AgentTools:
     Scoped tools (e.g. a child's ``structured_output``) belong to this agent alone.
     """
 
-    __slots__ = ("_scoped", "_specs", "_specs_key", "view")
+    __slots__ = ("_scoped", "_specs", "_specs_key", "refusal", "view")
 
     def __init__(self, view: ToolView) -> None:
         self.view = view
+        self.refusal: str | None = None
+        """When set, every tool call is refused with this reason and no tool is shown."""
         self._scoped: dict[str, Tool] | None = None
         self._specs: tuple[ToolSpec, ...] = ()
         self._specs_key: tuple[int, int] = (-1, -1)
@@ -301,8 +327,14 @@ class AgentTools:
         """Every tool name this agent may use."""
         return [*(self._scoped or ()), *self.view.names()]
 
+    def refuse(self, reason: str) -> None:
+        """From now on refuse every tool call with ``reason`` (and show no tools)."""
+        self.refusal = reason
+
     def specs(self) -> Sequence[ToolSpec]:
         """What the model is shown."""
+        if self.refusal is not None:
+            return ()
         key = (self.view.registry.version, len(self._scoped or ()))
         if key != self._specs_key:
             scoped = tuple(t.spec for t in (self._scoped or {}).values())

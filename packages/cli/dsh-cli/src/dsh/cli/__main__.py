@@ -1,0 +1,5 @@
+"""``python -m dsh.cli``."""
+
+from dsh.cli.main import main
+
+raise SystemExit(main())

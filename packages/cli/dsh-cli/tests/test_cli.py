@@ -1,0 +1,81 @@
+"""The dsh command, run as a real process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def dsh(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_demo_delegates_through_spawn_and_fork(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    done = dsh("demo", "--sessions-dir", str(sessions))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert '[spawn] "inventory the work"' in out
+    assert '[fork] "recall the context"' in out
+    assert "fresh child (spawn): I see 0 earlier turns" in out
+    assert "forked child (fork): I see 1 earlier turn(s)" in out
+    assert "lead's answer (completed)" in out
+    files = sorted(sessions.glob("*.jsonl"))
+    assert len(files) == 3  # the lead and its two children
+    headers = [json.loads(f.read_text().splitlines()[0]) for f in files]
+    lead = next(h for h in headers if h["parent_session"] is None)
+    children = [h for h in headers if h["parent_session"] == lead["id"]]
+    assert sorted(h["meta"]["subagent_provider"] for h in children) == ["fork", "spawn"]
+    fork = next(h for h in children if h["meta"]["subagent_provider"] == "fork")
+    assert fork["meta"]["seed_length"] == 4
+    assert fork["seed_from"] == lead["id"]
+
+
+def test_run_without_a_model_says_how_to_configure_one(tmp_path: Path) -> None:
+    done = dsh("run", "hello", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "no model is configured" in done.stderr
+    assert "[agent.model]" in done.stderr
+    assert "dsh demo" in done.stderr
+
+
+def test_run_with_a_preset(tmp_path: Path) -> None:
+    preset = tmp_path / "dsh.toml"
+    preset.write_text(
+        '[agent.model]\nadapter = "scripted"\n[[agent.model.options.replies]]\ntext = "echo: {prompt}"\n'
+    )
+    done = dsh("run", "ping", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "echo: ping"
+    failing = tmp_path / "failing.toml"
+    failing.write_text('[agent.model]\nadapter = "scripted"\n[[agent.model.options.replies]]\nerror = "boom"\n')
+    done = dsh("run", "--preset", str(failing), "ping")
+    assert done.returncode == 1
+    assert "turn ended error: model call failed: boom" in done.stderr
+
+
+def test_bad_preset_row_is_reported(tmp_path: Path) -> None:
+    preset = tmp_path / "bad.toml"
+    preset.write_text('[agent.model]\nadapter = "scripted"\n[[plugin]]\nname = "no-such-plugin"\n')
+    done = dsh("run", "--preset", str(preset), "x")
+    assert done.returncode == 2
+    assert 'preset row 1 (id "no-such-plugin", plugin "no-such-plugin"): unknown plugin' in done.stderr
+
+
+def test_presets_lists_shipped_presets() -> None:
+    done = dsh("presets")
+    assert done.returncode == 0
+    assert {"demo", "standard"} <= set(done.stdout.split())

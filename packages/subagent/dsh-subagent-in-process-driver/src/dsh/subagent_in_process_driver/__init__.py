@@ -1,0 +1,29 @@
+"""dsh.subagent_in_process_driver — the driver shared by the spawn and fork providers.
+
+:class:`InProcessProvider` runs a child :class:`~dsh.core.Agent` in the parent's
+context and honours all four start capabilities (``output_schema``,
+``depth_limit``, ``tool_filter``, ``persona``).
+"""
+
+from dsh.subagent_in_process_driver.driver import (
+    DELEGATION_SECTION,
+    DESCRIPTOR_EVENT,
+    InProcessProvider,
+)
+from dsh.subagent_in_process_driver.options import InProcessAgentOptions, parse_agent_options
+from dsh.subagent_in_process_driver.structured import (
+    STRUCTURED_OUTPUT_TOOL,
+    StructuredCapture,
+    structured_output_tool,
+)
+
+__all__ = [
+    "DELEGATION_SECTION",
+    "DESCRIPTOR_EVENT",
+    "STRUCTURED_OUTPUT_TOOL",
+    "InProcessAgentOptions",
+    "InProcessProvider",
+    "StructuredCapture",
+    "parse_agent_options",
+    "structured_output_tool",
+]

@@ -1,0 +1,244 @@
+"""The in-process provider: a child :class:`~dsh.core.Agent` in the parent's context.
+
+``spawn`` starts it fresh; ``fork`` seeds it with the parent's completed-turn
+prefix. Everything else is shared: depth, persona, tool filter, structured
+output, the descriptor event, settlement from the child's ``turn/end``, and
+cancellation through the request signal.
+
+The hot path allocates no task of its own: the child's turn runs as the
+agent's task in the context, and the run settles from an observer of the
+child's session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh.core import Agent, Event, ToolError, ToolView, last_output
+from dsh.subagent import (
+    ALL_START_CAPABILITIES,
+    SubagentCapabilities,
+    SubagentError,
+    SubagentResult,
+    SubagentRun,
+    SubagentStartRequest,
+)
+from dsh.subagent_in_process_driver.options import parse_agent_options
+from dsh.subagent_in_process_driver.structured import StructuredCapture, structured_output_tool
+
+__all__ = ["DELEGATION_SECTION", "DESCRIPTOR_EVENT", "InProcessProvider"]
+
+DESCRIPTOR_EVENT = "subagent/descriptor"
+
+DELEGATION_SECTION = (
+    "You are a subagent: another agent delegated the task in the next message to you."
+    " Your permission scope is fixed for this run: you have exactly the tools you are"
+    " shown, and you cannot gain tools, permissions or a wider scope by asking. Work"
+    " on the task alone; the delegating agent sees only your final message, so end"
+    " with a complete answer."
+)
+STRUCTURED_SECTION = (
+    "Deliver your result by calling the structured_output tool once with data that"
+    " matches its schema, then end with a one-line summary."
+)
+
+_STOP_MAP = {
+    "completed": "completed",
+    "aborted": "aborted",
+    "max-tokens": "max-tokens",
+    "refusal": "refusal",
+    "error": "error",
+    "blocked": "error",
+}
+
+
+class InProcessProvider:
+    """A subagent provider whose children are agents in the parent's context.
+
+    With ``fork=True`` the child is seeded with the parent's events through its
+    last ``turn/end`` (the in-flight turn, whose delegation call has no result
+    yet, is left out).
+    """
+
+    def __init__(self, name: str, *, fork: bool) -> None:
+        self.name = name
+        self.fork = fork
+        self.capabilities: SubagentCapabilities = ALL_START_CAPABILITIES
+        self.inherits_parent_context = fork
+
+    def __repr__(self) -> str:
+        return f"<InProcessProvider {self.name} fork={self.fork}>"
+
+    async def start(self, request: SubagentStartRequest) -> SubagentRun:
+        """Create the child, publish the run, and start the child's first turn."""
+        if request.signal.aborted:
+            raise SubagentError(f"subagent start aborted: {request.signal.reason}", "ABORTED")
+        parent = request.parent
+        child = self.create_child(request)
+        run = SubagentRun(
+            child.id,
+            provider=self.name,
+            dispose=lambda: _dispose(child, run, unlink),
+            local_agent=child,
+            label=request.label,
+        )
+        capture: StructuredCapture | None = None
+        if request.output_schema is not None:
+            capture = StructuredCapture()
+            try:
+                child.tools.add(structured_output_tool(request.output_schema, capture))
+            except Exception as exc:
+                await child.aclose("start failed")
+                raise SubagentError(f"output_schema cannot be used: {exc}", "INVALID_REQUEST") from exc
+            child.prompt.set("structured", STRUCTURED_SECTION, order=150)
+        watcher = _Watcher(child, run, capture, _descriptor(self, request, child, parent))
+        child.observe(watcher)
+        unlink = request.signal.on_abort(child.cancel)
+        child.followup(request.prompt_blocks)
+        return run
+
+    def create_child(self, request: SubagentStartRequest) -> Agent:
+        """The child agent for ``request`` (no turn started yet)."""
+        parent = request.parent
+        options = parse_agent_options(request.agent_options)
+        tools = _child_tools(parent, request)
+        meta: dict[str, Any] = {"subagent_provider": self.name}
+        limit = _effective_max_depth(parent, request.max_depth)
+        if limit is not None:
+            meta["max_depth"] = limit
+        if self.fork:
+            seed = parent.session.completed_prefix()
+            prompt = parent.prompt
+        else:
+            seed = ()
+            prompt = None
+        try:
+            child = parent.ctx.agents.create(
+                parent=parent,
+                model=options.model,
+                persona=request.persona,
+                tools=tools,
+                seed=seed,
+                seed_from=parent.id if seed else None,
+                meta=meta,
+                label=request.label,
+                max_steps=options.max_steps,
+                prompt=prompt,
+            )
+        except ValueError as exc:  # e.g. an unknown model adapter in agent_options
+            raise SubagentError(f"invalid agent_options: {exc}", "INVALID_REQUEST") from None
+        child.prompt.set("delegation", DELEGATION_SECTION)
+        return child
+
+
+def _effective_max_depth(parent: Agent, requested: int | None) -> int | None:
+    inherited = parent.session.header.meta.get("max_depth")
+    limits = [m for m in (requested, inherited) if isinstance(m, int)]
+    return min(limits) if limits else None
+
+
+def _child_tools(parent: Agent, request: SubagentStartRequest) -> ToolView:
+    view = parent.tools.view
+    flt = request.tool_filter
+    if flt is None:
+        return view
+    try:
+        return view.narrow(flt.allow, flt.deny)
+    except ToolError as exc:
+        raise SubagentError(str(exc), "INVALID_REQUEST") from None
+
+
+def _descriptor(
+    provider: InProcessProvider, request: SubagentStartRequest, child: Agent, parent: Agent
+) -> dict[str, Any]:
+    meta = child.session.header.meta
+    flt = request.tool_filter
+    return {
+        "run_id": child.id,
+        "provider": provider.name,
+        "parent_session": parent.id,
+        "depth": child.depth,
+        "max_depth": meta.get("max_depth"),
+        "label": request.label,
+        "seed_length": meta.get("seed_length", 0),
+        "persona": request.persona is not None,
+        "tool_filter": None
+        if flt is None
+        else {"allow": list(flt.allow) if flt.allow is not None else None, "deny": list(flt.deny)},
+        "output_schema": request.output_schema is not None,
+    }
+
+
+class _Watcher:
+    """Observes the child: writes the descriptor into its first turn, settles the run
+    from that turn's ``turn/end``."""
+
+    __slots__ = ("capture", "child", "descriptor", "run", "turn_start")
+
+    def __init__(
+        self,
+        child: Agent,
+        run: SubagentRun,
+        capture: StructuredCapture | None,
+        descriptor: dict[str, Any] | None,
+    ) -> None:
+        self.child = child
+        self.run = run
+        self.capture = capture
+        self.descriptor = descriptor
+        self.turn_start = -1
+
+    def __call__(self, event: Event) -> None:
+        kind = event.type
+        if kind == "turn/start":
+            if self.turn_start < 0:
+                self.turn_start = event.seq
+            if self.descriptor is not None:
+                descriptor, self.descriptor = self.descriptor, None
+                self.child.record(DESCRIPTOR_EVENT, descriptor)
+        elif kind == "turn/end" and not self.run.settled:
+            self.run.settle(self._result(event))
+
+    def _result(self, end: Event) -> SubagentResult:
+        events = self.child.session.events
+        start = max(self.turn_start, 0)
+        output = last_output(events, start)
+        usage = _usage(events, start)
+        turn_stop = str(end.data.get("stop_reason"))
+        stop = _STOP_MAP.get(turn_stop, "error")
+        error = end.data.get("error")
+        diagnostic = None
+        if turn_stop == "blocked":
+            diagnostic = f"the subagent was blocked: {error or 'no reason given'}"
+        elif error is not None:
+            diagnostic = str(error)
+        structured = None
+        capture = self.capture
+        if capture is not None:
+            if capture.captured:
+                structured = capture.value
+            elif stop == "completed":
+                stop = "error"
+                diagnostic = "the subagent finished without calling structured_output"
+        return SubagentResult(output, stop, structured=structured, diagnostic=diagnostic, usage=usage)
+
+
+def _usage(events: Any, start: int) -> dict[str, int] | None:
+    total_in = total_out = 0
+    seen = False
+    for index in range(start, len(events)):
+        event = events[index]
+        if event.type == "assistant/message":
+            usage = event.data.get("usage")
+            if usage:
+                seen = True
+                total_in += int(usage.get("input_tokens", 0))
+                total_out += int(usage.get("output_tokens", 0))
+    return {"input_tokens": total_in, "output_tokens": total_out} if seen else None
+
+
+async def _dispose(child: Agent, run: SubagentRun, unlink: Any) -> None:
+    unlink()
+    await child.aclose("subagent run disposed")
+    if not run.settled:
+        run.settle(SubagentResult.aborted("subagent run disposed"))

@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-
 from pydantic import BaseModel
 
 from dsh.core import (
@@ -41,7 +40,9 @@ async def ctx() -> AsyncIterator[Context]:
         yield ctx
 
 
-async def load_tool(ctx: Context, provider: str = "spawn", tool_name: str = "subagent", **config: Any) -> None:
+async def load_tool(
+    ctx: Context, provider: str = "spawn", tool_name: str = "subagent", **config: Any
+) -> None:
     await ctx.plugins.load(
         "dsh-tool-subagent", {"provider": provider, "tool_name": tool_name, **config}, id=tool_name
     )
@@ -60,7 +61,9 @@ async def test_recursion_bomb_stops_at_exactly_max_depth(ctx: Context) -> None:
 
     def always_delegate(request: ModelRequest) -> ScriptedReply:
         if steps_in_turn(request) == 0:
-            return ScriptedReply(tool_calls=[call("subagent", description="go deeper", prompt="recurse")])
+            return ScriptedReply(
+                tool_calls=[call("subagent", description="go deeper", prompt="recurse")]
+            )
         return ScriptedReply(text="level done: {tool_results}")
 
     original_create = ctx.agents.create
@@ -84,18 +87,22 @@ async def test_recursion_bomb_stops_at_exactly_max_depth(ctx: Context) -> None:
 async def test_fork_cannot_bypass_max_depth(ctx: Context) -> None:
     def always_fork(request: ModelRequest) -> ScriptedReply:
         if steps_in_turn(request) == 0:
-            return ScriptedReply(tool_calls=[call("subagent_fork", description="d", prompt="again")])
+            return ScriptedReply(
+                tool_calls=[call("subagent_fork", description="d", prompt="again")]
+            )
         return ScriptedReply(text="ok {tool_results}")
 
     await load_tool(ctx, provider="fork", tool_name="subagent_fork", max_depth=2)
     root = ctx.agents.create(model=model(always_fork))
     await root.run("warm up")  # a completed turn for forks to inherit
     await root.run("fork forever")
-    assert "subagent depth 3 exceeds max_depth 2" in root.session.events[-2].data["content"][0]["text"]
+    assert (
+        "subagent depth 3 exceeds max_depth 2" in root.session.events[-2].data["content"][0]["text"]
+    )
 
 
 async def test_a_nested_chain_cannot_lift_an_inherited_limit(ctx: Context) -> None:
-    """The root's tool caps depth at 1; a child that uses a tool with max_depth=10 is still capped."""
+    """The root's tool caps depth at 1; a child using a tool with max_depth=10 is still capped."""
     depths: list[int] = []
 
     def script(request: ModelRequest) -> ScriptedReply:
@@ -110,7 +117,9 @@ async def test_a_nested_chain_cannot_lift_an_inherited_limit(ctx: Context) -> No
     ctx.events.on("subagent/start", lambda e: depths.append(1))
     await root.run("root task")
     assert depths == [1]
-    assert "subagent depth 2 exceeds max_depth 1" in root.session.events[-2].data["content"][0]["text"]
+    assert (
+        "subagent depth 2 exceeds max_depth 1" in root.session.events[-2].data["content"][0]["text"]
+    )
 
 
 class Secret(BaseModel):
@@ -131,7 +140,9 @@ async def test_a_filtered_tool_can_be_neither_seen_nor_executed(ctx: Context) ->
     def script(request: ModelRequest) -> ScriptedReply:
         if last_user_text(request) == "parent task":
             if steps_in_turn(request) == 0:
-                return ScriptedReply(tool_calls=[call("subagent", description="d", prompt="child task")])
+                return ScriptedReply(
+                    tool_calls=[call("subagent", description="d", prompt="child task")]
+                )
             return ScriptedReply(text="{tool_results}")
         child_requests.append(request)
         if steps_in_turn(request) == 0:
@@ -184,7 +195,9 @@ async def test_persona_reaches_the_child_system_prompt_only(ctx: Context) -> Non
         who = "parent" if last_user_text(request) == "parent task" else "child"
         systems.setdefault(who, request.system)
         if who == "parent" and steps_in_turn(request) == 0:
-            return ScriptedReply(tool_calls=[call("subagent", description="d", prompt="child task")])
+            return ScriptedReply(
+                tool_calls=[call("subagent", description="d", prompt="child task")]
+            )
         return ScriptedReply(text="ok")
 
     await load_tool(ctx, persona="You are Captain Delegate, a meticulous auditor.")
@@ -200,7 +213,10 @@ async def test_persona_reaches_the_child_system_prompt_only(ctx: Context) -> Non
 
 SCHEMA = {
     "type": "object",
-    "properties": {"bugs": {"type": "integer", "minimum": 0}, "files": {"type": "array", "items": {"type": "string"}}},
+    "properties": {
+        "bugs": {"type": "integer", "minimum": 0},
+        "files": {"type": "array", "items": {"type": "string"}},
+    },
     "required": ["bugs"],
     "additionalProperties": False,
 }
@@ -228,9 +244,14 @@ async def test_structured_output_retry_after_an_invalid_call(ctx: Context) -> No
     child = run.local_agent
     assert child is not None
     results = tool_results(child)
-    assert results[0].startswith("invalid arguments for tool structured_output: does not match the output schema: bugs:")
+    assert results[0].startswith(
+        "invalid arguments for tool structured_output: does not match the output schema: bugs:"
+    )
     assert results[1] == "Structured output recorded. Finish with a one-line summary."
-    assert results[2] == "structured output is recorded; no further tool calls are allowed — finish now"
+    assert (
+        results[2]
+        == "structured output is recorded; no further tool calls are allowed — finish now"
+    )
 
 
 async def test_completed_without_structured_output_is_an_error(ctx: Context) -> None:
@@ -252,7 +273,9 @@ async def test_fork_child_sees_completed_turns_and_not_the_in_flight_one(ctx: Co
         text = last_user_text(request)
         if text == "fork now":
             if steps_in_turn(request) == 0:
-                return ScriptedReply(tool_calls=[call("subagent_fork", description="d", prompt="what do you know?")])
+                return ScriptedReply(
+                    tool_calls=[call("subagent_fork", description="d", prompt="what do you know?")]
+                )
             return ScriptedReply(text="{tool_results}")
         if text == "what do you know?":
             seen_by_child.append([text for text in _texts(request) if text])
@@ -302,7 +325,9 @@ async def test_cancelling_the_parent_tool_call_aborts_the_child(ctx: Context) ->
 
     def script(request: ModelRequest) -> ScriptedReply:
         if last_user_text(request) == "parent task":
-            return ScriptedReply(tool_calls=[call("subagent", description="d", prompt="slow child")])
+            return ScriptedReply(
+                tool_calls=[call("subagent", description="d", prompt="slow child")]
+            )
         child_started.set()
         return ScriptedReply(hang=True)
 
@@ -322,21 +347,30 @@ async def test_cancelling_the_parent_tool_call_aborts_the_child(ctx: Context) ->
     assert ctx.agents.list() == [root]
 
 
-async def test_parent_log_holds_only_the_call_and_result_and_the_child_is_persisted(tmp_path: Path) -> None:
+async def test_parent_log_holds_only_the_call_and_result_and_the_child_is_persisted(
+    tmp_path: Path,
+) -> None:
     async with Context.open(PRESET, sessions_dir=tmp_path) as ctx:
         SubagentRuntime.of(ctx).register_provider(InProcessProvider("spawn", fork=False))
         await load_tool(ctx)
 
         def script(request: ModelRequest) -> ScriptedReply:
             if last_user_text(request) == "parent task" and steps_in_turn(request) == 0:
-                return ScriptedReply(tool_calls=[call("subagent", description="audit", prompt="child task")])
+                return ScriptedReply(
+                    tool_calls=[call("subagent", description="audit", prompt="child task")]
+                )
             return ScriptedReply(text="answer for: {prompt}")
 
         root = ctx.agents.create(model=model(script))
         await root.run("parent task")
         assert [e.type for e in root.session.events] == [
-            "user/message", "turn/start", "assistant/message", "tool/call", "tool/result",
-            "assistant/message", "turn/end",
+            "user/message",
+            "turn/start",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "assistant/message",
+            "turn/end",
         ]
         run_id = root.session.events[4].data["data"]["run_id"]
         root_id = root.id
@@ -360,18 +394,26 @@ async def test_agent_options_choose_the_child_model_and_are_validated(ctx: Conte
         "hi",
         parent,
         AbortSignal(),
-        agent_options={"model": {"adapter": "scripted", "options": {"replies": [{"text": "custom child"}]}}},
+        agent_options={
+            "model": {"adapter": "scripted", "options": {"replies": [{"text": "custom child"}]}}
+        },
     )
     run = await SubagentRuntime.of(ctx).start("spawn", request)
     async with run:
         assert (await run.result).output == "custom child"
-    with pytest.raises(SubagentError, match="invalid agent_options: colour: Extra inputs are not permitted"):
+    with pytest.raises(
+        SubagentError, match="invalid agent_options: colour: Extra inputs are not permitted"
+    ):
         await SubagentRuntime.of(ctx).start(
-            "spawn", SubagentStartRequest("hi", parent, AbortSignal(), agent_options={"colour": "red"})
+            "spawn",
+            SubagentStartRequest("hi", parent, AbortSignal(), agent_options={"colour": "red"}),
         )
     with pytest.raises(SubagentError, match='invalid agent_options: no LLM adapter named "gpt"'):
         await SubagentRuntime.of(ctx).start(
-            "spawn", SubagentStartRequest("hi", parent, AbortSignal(), agent_options={"model": {"adapter": "gpt"}})
+            "spawn",
+            SubagentStartRequest(
+                "hi", parent, AbortSignal(), agent_options={"model": {"adapter": "gpt"}}
+            ),
         )
     assert ctx.agents.list() == [parent]  # nothing left from the refused starts
 
@@ -384,7 +426,9 @@ async def test_model_errors_and_stop_reasons_settle_the_run(ctx: Context) -> Non
     }
     for expected, reply in cases.items():
         parent = ctx.agents.create(model=model(lambda r, reply=reply: reply))
-        run = await SubagentRuntime.of(ctx).start("spawn", SubagentStartRequest("x", parent, AbortSignal()))
+        run = await SubagentRuntime.of(ctx).start(
+            "spawn", SubagentStartRequest("x", parent, AbortSignal())
+        )
         async with run:
             result = await run.result
         assert result.stop_reason == expected

@@ -27,6 +27,10 @@ def as_blocks(content: Content) -> list[dict[str, Any]]:
     """
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
+    if type(content) is list and all(
+        type(b) is dict and type(b.get("type")) is str for b in content
+    ):
+        return [b.copy() for b in content]  # the common, already-normalised case
     blocks: list[dict[str, Any]] = []
     for index, block in enumerate(content):
         if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):

@@ -153,6 +153,14 @@ class Context:
         task.add_done_callback(self._task_done)
         return task
 
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Run ``callback()`` on the context's loop at its next iteration."""
+        if self._loop is None:
+            raise RuntimeError(
+                "this context is not open: use `async with Context.open(...) as ctx`"
+            )
+        self._loop.call_soon(callback)
+
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         if self._tasks is not None:
             self._tasks.discard(task)

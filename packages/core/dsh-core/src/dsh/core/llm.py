@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -54,7 +54,7 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Usage:
     """Token counts of one model call (or a sum of calls)."""
 
@@ -86,15 +86,13 @@ class ModelRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(NamedTuple):
     """A piece of assistant text."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(NamedTuple):
     """A complete tool call requested by the model."""
 
     id: str
@@ -102,8 +100,7 @@ class ToolCall:
     arguments: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class ModelDone:
+class ModelDone(NamedTuple):
     """The end of one model response."""
 
     stop_reason: ModelStopReason = "end"

@@ -15,11 +15,13 @@ SECTION_ORDER = {"persona": 0, "delegation": 100, "tools": 200}
 class PromptSections:
     """An ordered set of named system-prompt sections, rendered lazily and cached."""
 
-    __slots__ = ("_rendered", "_sections")
+    __slots__ = ("_rendered", "_sections", "version")
 
     def __init__(self, sections: dict[str, tuple[int, str]] | None = None) -> None:
         self._sections: dict[str, tuple[int, str]] = dict(sections) if sections else {}
         self._rendered: str | None = None
+        self.version = 0
+        """Bumped on every change (lets derived prompts be cached)."""
 
     def set(self, name: str, text: str, *, order: int | None = None) -> None:
         """Set (or replace) section ``name``."""
@@ -28,11 +30,13 @@ class PromptSections:
             order = existing[0] if existing else SECTION_ORDER.get(name, 300)
         self._sections[name] = (order, text)
         self._rendered = None
+        self.version += 1
 
     def remove(self, name: str) -> None:
         """Remove section ``name`` if present."""
         if self._sections.pop(name, None) is not None:
             self._rendered = None
+            self.version += 1
 
     def get(self, name: str) -> str | None:
         """The text of section ``name``, or None."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -120,6 +120,7 @@ class ScriptedAdapter:
             self._replies = list(script)
         self._mode = mode
         self._served = 0
+        self._needs: dict[int, bool] = {}
         self.requests: list[ModelRequest] = []
         """Every request received, in order (for assertions)."""
         self.record_requests = False
@@ -134,36 +135,76 @@ class ScriptedAdapter:
         self._served += 1
         return self._replies[min(index, len(self._replies) - 1)]
 
-    async def stream(
-        self, request: ModelRequest, signal: AbortSignal
-    ) -> AsyncIterator[ModelStreamEvent]:
-        """Yield the scripted reply for ``request``."""
+    def stream(self, request: ModelRequest, signal: AbortSignal) -> AsyncIterator[ModelStreamEvent]:
+        """Yield the scripted reply for ``request``.
+
+        A plain async iterator rather than an async generator: asyncio tracks every
+        async generator in a weak set, a measurable cost on the delegation hot path.
+        """
         if self.record_requests:
             self.requests.append(request)
-        reply = await self._reply_for(request)
+        return _ReplyStream(self, request)
+
+    def _pick(self, request: ModelRequest) -> ScriptedReply | None:
+        """The reply from a reply list, chosen synchronously (None for a function script)."""
+        if self._function is not None:
+            return None
+        index = self._served if self._mode == "sequence" else _step_of(request.events)
+        self._served += 1
+        return self._replies[min(index, len(self._replies) - 1)]
+
+    async def _events_for(self, request: ModelRequest) -> list[ModelStreamEvent]:
+        reply = self._pick(request) or await self._reply_for(request)
         if reply.hang:
             await anyio.sleep_forever()
         if reply.delay:
             await anyio.sleep(reply.delay)
         if reply.error is not None:
             raise ModelError(reply.error)
-        needs_values = "{" in reply.text or any(
-            "{" in str(call.arguments) for call in reply.tool_calls
-        )
-        values = _template_values(request.events) if needs_values else {}
-        text = _fill(reply.text, values) if values else reply.text
+        if self._function is None:  # fixed replies live as long as the adapter
+            needs = self._needs.get(id(reply))
+            if needs is None:
+                needs = self._needs[id(reply)] = _needs_values(reply)
+        else:
+            needs = _needs_values(reply)
+        values = _Values(request.events) if needs else None
+        text = _fill(reply.text, values) if values is not None else reply.text
+        events: list[ModelStreamEvent] = []
         if text:
             if reply.chunks == 1:
-                yield TextDelta(text)
+                events.append(TextDelta(text))
             else:
                 size = max(1, -(-len(text) // reply.chunks))
-                for start in range(0, len(text), size):
-                    yield TextDelta(text[start : start + size])
+                events.extend(TextDelta(text[i : i + size]) for i in range(0, len(text), size))
         for call in reply.tool_calls:
-            arguments = _fill_tree(call.arguments, values) if values else call.arguments
-            yield ToolCall(f"call_{next(_call_ids)}", call.name, arguments)
+            arguments = _fill_tree(call.arguments, values) if values is not None else call.arguments
+            events.append(ToolCall(f"call_{next(_call_ids)}", call.name, arguments))
         stop = reply.stop_reason or ("tool_calls" if reply.tool_calls else "end")
-        yield ModelDone(stop, Usage(0, len(text.split())))
+        events.append(ModelDone(stop, Usage(0, len(text.split()))))
+        return events
+
+
+class _ReplyStream:
+    """The async iterator behind :meth:`ScriptedAdapter.stream`."""
+
+    __slots__ = ("_adapter", "_events", "_request")
+
+    def __init__(self, adapter: ScriptedAdapter, request: ModelRequest) -> None:
+        self._adapter = adapter
+        self._request = request
+        self._events: list[ModelStreamEvent] | None = None
+
+    def __aiter__(self) -> _ReplyStream:
+        return self
+
+    async def __anext__(self) -> ModelStreamEvent:
+        if self._events is None:
+            events = await self._adapter._events_for(self._request)
+            events.reverse()
+            self._events = events
+        if not self._events:
+            raise StopAsyncIteration
+        return self._events.pop()
 
 
 def _step_of(events: Sequence[Event]) -> int:
@@ -178,34 +219,67 @@ def _step_of(events: Sequence[Event]) -> int:
     return step
 
 
-def _template_values(events: Sequence[Event]) -> dict[str, str]:
-    prompt = ""
-    results: list[str] = []
-    collecting = True
-    for index in range(len(events) - 1, -1, -1):
-        event = events[index]
-        if event.type == "user/message":
-            prompt = text_of(event.data.get("content"))
-            break
-        if event.type == "assistant/message":
-            collecting = False
-        elif collecting and event.type == "tool/result":
-            results.append(text_of(event.data.get("content")))
-    results.reverse()
-    turns = sum(1 for e in events if e.type == "turn/end")
-    return {
-        "prompt": prompt,
-        "tool_results": "\n".join(results),
-        "step": str(_step_of(events)),
-        "turns": str(turns),
-    }
+def _needs_values(reply: ScriptedReply) -> bool:
+    """True if the reply's text or any string argument holds a placeholder."""
+    if _TEMPLATE.search(reply.text):
+        return True
+    return any(_has_placeholder(call.arguments) for call in reply.tool_calls)
 
 
-def _fill(text: str, values: Mapping[str, str]) -> str:
-    return _TEMPLATE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+def _has_placeholder(value: Any) -> bool:
+    if isinstance(value, str):
+        return _TEMPLATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_placeholder(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_placeholder(v) for v in value)
+    return False
 
 
-def _fill_tree(value: Any, values: Mapping[str, str]) -> Any:
+class _Values:
+    """Template values, each computed only when a placeholder asks for it."""
+
+    __slots__ = ("_cache", "_events")
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self._events = events
+        self._cache: dict[str, str] = {}
+
+    def get(self, name: str) -> str:
+        if name not in self._cache:
+            self._cache[name] = getattr(self, f"_{name}")()
+        return self._cache[name]
+
+    def _prompt(self) -> str:
+        for index in range(len(self._events) - 1, -1, -1):
+            event = self._events[index]
+            if event.type == "user/message":
+                return text_of(event.data.get("content"))
+        return ""
+
+    def _tool_results(self) -> str:
+        results: list[str] = []
+        for index in range(len(self._events) - 1, -1, -1):
+            event = self._events[index]
+            if event.type in ("assistant/message", "user/message"):
+                break
+            if event.type == "tool/result":
+                results.append(text_of(event.data.get("content")))
+        results.reverse()
+        return "\n".join(results)
+
+    def _step(self) -> str:
+        return str(_step_of(self._events))
+
+    def _turns(self) -> str:
+        return str(sum(1 for e in self._events if e.type == "turn/end"))
+
+
+def _fill(text: str, values: _Values) -> str:
+    return _TEMPLATE.sub(lambda m: values.get(m.group(1)), text)
+
+
+def _fill_tree(value: Any, values: _Values) -> Any:
     if isinstance(value, str):
         return _fill(value, values)
     if isinstance(value, dict):

@@ -12,14 +12,14 @@ source instead of repeating it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "Event",
@@ -37,9 +37,12 @@ class SessionError(Exception):
     """A session could not be created, written or loaded."""
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One immutable entry of a session log. ``seq`` is its index in the log."""
+class Event(NamedTuple):
+    """One immutable entry of a session log. ``seq`` is its index in the log.
+
+    (A named tuple: events are created on every append, and a frozen dataclass
+    costs several times more to construct.)
+    """
 
     seq: int
     type: str
@@ -74,9 +77,32 @@ class SessionHeader:
         }
 
 
+class _SessionIds:
+    """32-hex-digit ids: 64 random bits per process, then a counter.
+
+    Unique across processes sharing a store (the prefix is re-drawn after fork)
+    and ~15x cheaper than ``uuid4()``, which reads the OS's random source per id.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self.reset)
+
+    def reset(self) -> None:
+        self.prefix = os.urandom(8).hex()
+        self.counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+_ids = _SessionIds()
+
+
 def new_session_id() -> str:
-    """A new unique session id."""
-    return uuid.uuid4().hex
+    """A new unique session id (32 hex digits)."""
+    return _ids.next()
 
 
 EventSink = Callable[[Event], None]

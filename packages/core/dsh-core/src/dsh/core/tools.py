@@ -245,7 +245,9 @@ class ToolView:
         """The deny-list."""
         return self._deny
 
-    def narrow(self, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> ToolView:
+    def narrow(
+        self, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None
+    ) -> ToolView:
         """A view no wider than this one: allow lists intersect, deny lists add up.
 
         Names unknown to the registry fail loud, as in :meth:`ToolRegistry.restrict`.

@@ -1,4 +1,6 @@
-"""dsh.subagent_fork_in_process — the ``fork`` subagent provider: an in-process child seeded with the parent's completed turns.
+"""dsh.subagent_fork_in_process — the ``fork`` subagent provider.
+
+An in-process child seeded with the parent's completed turns.
 
 Load it from a preset::
 

@@ -12,9 +12,10 @@ child's session.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from dsh.core import Agent, Event, ToolError, ToolView, last_output
+from dsh.core import Agent, BoundModel, Event, PromptSections, ToolError, ToolView, text_of
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
     SubagentCapabilities,
@@ -23,7 +24,7 @@ from dsh.subagent import (
     SubagentRun,
     SubagentStartRequest,
 )
-from dsh.subagent_in_process_driver.options import parse_agent_options
+from dsh.subagent_in_process_driver.options import InProcessAgentOptions, parse_agent_options
 from dsh.subagent_in_process_driver.structured import StructuredCapture, structured_output_tool
 
 __all__ = ["DELEGATION_SECTION", "DESCRIPTOR_EVENT", "InProcessProvider"]
@@ -65,6 +66,10 @@ class InProcessProvider:
         self.fork = fork
         self.capabilities: SubagentCapabilities = ALL_START_CAPABILITIES
         self.inherits_parent_context = fork
+        self._prompt_cache: tuple[object, int, str | None, PromptSections] | None = None
+        self._options_cache: dict[
+            int, tuple[object, object, InProcessAgentOptions, BoundModel | None]
+        ] = {}
 
     def __repr__(self) -> str:
         return f"<InProcessProvider {self.name} fork={self.fork}>"
@@ -79,6 +84,8 @@ class InProcessProvider:
             child.id,
             provider=self.name,
             dispose=lambda: _dispose(child, run, unlink),
+            dispose_now=lambda: _dispose_now(child, run, unlink),
+            drive=child.drive,
             local_agent=child,
             label=request.label,
         )
@@ -89,10 +96,12 @@ class InProcessProvider:
                 child.tools.add(structured_output_tool(request.output_schema, capture))
             except Exception as exc:
                 await child.aclose("start failed")
-                raise SubagentError(f"output_schema cannot be used: {exc}", "INVALID_REQUEST") from exc
+                raise SubagentError(
+                    f"output_schema cannot be used: {exc}", "INVALID_REQUEST"
+                ) from exc
             child.prompt.set("structured", STRUCTURED_SECTION, order=150)
         watcher = _Watcher(child, run, capture, _descriptor(self, request, child, parent))
-        child.observe(watcher)
+        child.observe(watcher, deltas=False)
         unlink = request.signal.on_abort(child.cancel)
         child.followup(request.prompt_blocks)
         return run
@@ -100,7 +109,7 @@ class InProcessProvider:
     def create_child(self, request: SubagentStartRequest) -> Agent:
         """The child agent for ``request`` (no turn started yet)."""
         parent = request.parent
-        options = parse_agent_options(request.agent_options)
+        options, model = self._options(parent, request.agent_options)
         tools = _child_tools(parent, request)
         meta: dict[str, Any] = {"subagent_provider": self.name}
         limit = _effective_max_depth(parent, request.max_depth)
@@ -108,27 +117,70 @@ class InProcessProvider:
             meta["max_depth"] = limit
         if self.fork:
             seed = parent.session.completed_prefix()
-            prompt = parent.prompt
+            base = parent.prompt
         else:
             seed = ()
-            prompt = None
+            base = parent.ctx.prompt
         try:
             child = parent.ctx.agents.create(
                 parent=parent,
-                model=options.model,
-                persona=request.persona,
+                model=model,
                 tools=tools,
                 seed=seed,
                 seed_from=parent.id if seed else None,
                 meta=meta,
                 label=request.label,
                 max_steps=options.max_steps,
-                prompt=prompt,
+                prompt=self._child_prompt(base, request.persona),
             )
-        except ValueError as exc:  # e.g. an unknown model adapter in agent_options
+        except ValueError as exc:
             raise SubagentError(f"invalid agent_options: {exc}", "INVALID_REQUEST") from None
-        child.prompt.set("delegation", DELEGATION_SECTION)
         return child
+
+    def _child_prompt(self, base: PromptSections, persona: str | None) -> PromptSections:
+        """``base`` + the delegation section (+ persona), rendered once and reused
+        while ``base`` is unchanged: children copy it with its rendered text."""
+        cached = self._prompt_cache
+        if (
+            cached is not None
+            and cached[0] is base
+            and cached[1] == base.version
+            and cached[2] == persona
+        ):
+            return cached[3]
+        prompt = base.copy()
+        if persona is not None:
+            prompt.set("persona", persona)
+        prompt.set("delegation", DELEGATION_SECTION)
+        prompt.render()
+        self._prompt_cache = (base, base.version, persona, prompt)
+        return prompt
+
+    def _options(
+        self, parent: Agent, raw: Mapping[str, Any] | None
+    ) -> tuple[InProcessAgentOptions, BoundModel | None]:
+        """Parsed ``agent_options`` and the model they ask for, bound once per mapping.
+
+        A tool passes the same mapping on every call, so children share one parsed
+        options object and one adapter instead of validating and binding per child.
+        The cache keeps a reference to the mapping, so its id cannot be reused
+        while cached.
+        """
+        if not raw:
+            return parse_agent_options(None), None
+        llm = parent.ctx.llm
+        cached = self._options_cache.get(id(raw))
+        if cached is not None and cached[0] is raw and cached[1] is llm:
+            return cached[2], cached[3]
+        options = parse_agent_options(raw)
+        try:
+            bound = llm.bind(options.model) if options.model is not None else None
+        except ValueError as exc:  # e.g. an unknown model adapter
+            raise SubagentError(f"invalid agent_options: {exc}", "INVALID_REQUEST") from None
+        if len(self._options_cache) >= 64:
+            self._options_cache.pop(next(iter(self._options_cache)))
+        self._options_cache[id(raw)] = (raw, llm, options, bound)
+        return options, bound
 
 
 def _effective_max_depth(parent: Agent, requested: int | None) -> int | None:
@@ -173,7 +225,17 @@ class _Watcher:
     """Observes the child: writes the descriptor into its first turn, settles the run
     from that turn's ``turn/end``."""
 
-    __slots__ = ("capture", "child", "descriptor", "run", "turn_start")
+    __slots__ = (
+        "capture",
+        "child",
+        "descriptor",
+        "input_tokens",
+        "output",
+        "output_tokens",
+        "run",
+        "turn_start",
+        "usage_seen",
+    )
 
     def __init__(
         self,
@@ -187,10 +249,25 @@ class _Watcher:
         self.capture = capture
         self.descriptor = descriptor
         self.turn_start = -1
+        self.output = ""
+        self.input_tokens = self.output_tokens = 0
+        self.usage_seen = False
 
     def __call__(self, event: Event) -> None:
         kind = event.type
-        if kind == "turn/start":
+        if kind == "assistant/message":
+            data = event.data
+            content = data.get("content")
+            if content:
+                text = text_of(content)
+                if text:
+                    self.output = text
+            usage = data.get("usage")
+            if usage:
+                self.usage_seen = True
+                self.input_tokens += int(usage.get("input_tokens", 0))
+                self.output_tokens += int(usage.get("output_tokens", 0))
+        elif kind == "turn/start":
             if self.turn_start < 0:
                 self.turn_start = event.seq
             if self.descriptor is not None:
@@ -200,10 +277,12 @@ class _Watcher:
             self.run.settle(self._result(event))
 
     def _result(self, end: Event) -> SubagentResult:
-        events = self.child.session.events
-        start = max(self.turn_start, 0)
-        output = last_output(events, start)
-        usage = _usage(events, start)
+        output = self.output
+        usage = (
+            {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+            if self.usage_seen
+            else None
+        )
         turn_stop = str(end.data.get("stop_reason"))
         stop = _STOP_MAP.get(turn_stop, "error")
         error = end.data.get("error")
@@ -220,21 +299,18 @@ class _Watcher:
             elif stop == "completed":
                 stop = "error"
                 diagnostic = "the subagent finished without calling structured_output"
-        return SubagentResult(output, stop, structured=structured, diagnostic=diagnostic, usage=usage)
+        return SubagentResult(
+            output, stop, structured=structured, diagnostic=diagnostic, usage=usage
+        )
 
 
-def _usage(events: Any, start: int) -> dict[str, int] | None:
-    total_in = total_out = 0
-    seen = False
-    for index in range(start, len(events)):
-        event = events[index]
-        if event.type == "assistant/message":
-            usage = event.data.get("usage")
-            if usage:
-                seen = True
-                total_in += int(usage.get("input_tokens", 0))
-                total_out += int(usage.get("output_tokens", 0))
-    return {"input_tokens": total_in, "output_tokens": total_out} if seen else None
+def _dispose_now(child: Agent, run: SubagentRun, unlink: Any) -> bool:
+    if not child.close_now():
+        return False
+    unlink()
+    if not run.settled:
+        run.settle(SubagentResult.aborted("subagent run disposed"))
+    return True
 
 
 async def _dispose(child: Agent, run: SubagentRun, unlink: Any) -> None:

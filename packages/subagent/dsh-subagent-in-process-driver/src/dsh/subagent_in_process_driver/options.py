@@ -35,6 +35,7 @@ def parse_agent_options(raw: Mapping[str, Any] | None) -> InProcessAgentOptions:
         return InProcessAgentOptions.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors()
         )
         raise SubagentError(f"invalid agent_options: {problems}", "INVALID_REQUEST") from None

@@ -9,6 +9,7 @@ only for an infrastructure fault the provider reports with :meth:`SubagentRun.fa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
@@ -34,13 +35,14 @@ class ResultCell:
     Await it any number of times; listeners run synchronously on settlement.
     """
 
-    __slots__ = ("_error", "_event", "_listeners", "_result", "_settled")
+    __slots__ = ("_drive", "_error", "_event", "_listeners", "_result", "_settled")
 
-    def __init__(self) -> None:
+    def __init__(self, drive: Callable[[], Awaitable[None]] | None = None) -> None:
+        self._drive = drive
         self._settled = False
         self._result: SubagentResult | None = None
         self._error: BaseException | None = None
-        self._event: anyio.Event | None = None
+        self._event: asyncio.Event | None = None
         self._listeners: list[SettleListener] | None = None
 
     @property
@@ -83,10 +85,16 @@ class ResultCell:
         return True
 
     async def wait(self) -> SubagentResult:
-        """Wait for settlement; return the result or raise the infrastructure error."""
+        """Wait for settlement; return the result or raise the infrastructure error.
+
+        The first waiter runs the provider's ``drive`` hook (if any) in its own task.
+        """
+        if not self._settled and self._drive is not None:
+            drive, self._drive = self._drive, None
+            await drive()
         if not self._settled:
             if self._event is None:
-                self._event = anyio.Event()
+                self._event = asyncio.Event()
             await self._event.wait()
         if self._error is not None:
             raise self._error
@@ -113,12 +121,18 @@ class SubagentRun:
     :meth:`dispose` calls it once (later and concurrent calls wait for that one)
     and returns when the child is quiescent. Use as an async context manager to
     dispose on exit.
+
+    Two optional fast paths for in-process providers: ``dispose_now()`` tears
+    down synchronously and returns True when the child is already quiescent
+    (else False, and ``dispose`` runs); ``drive()`` lets the first waiter of
+    ``result`` make the child progress in the waiter's own task.
     """
 
     __slots__ = (
         "_cell",
         "_dispose",
         "_dispose_error",
+        "_dispose_now",
         "_disposed",
         "_disposed_listeners",
         "_disposing",
@@ -136,14 +150,17 @@ class SubagentRun:
         dispose: Callable[[], Awaitable[None]],
         local_agent: Agent | None = None,
         label: str | None = None,
+        dispose_now: Callable[[], bool] | None = None,
+        drive: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.id = id
         self.provider = provider
         self.local_agent = local_agent
         self.label = label
-        self._cell = ResultCell()
+        self._cell = ResultCell(drive)
         self._dispose = dispose
-        self._disposing: anyio.Event | None = None
+        self._dispose_now = dispose_now
+        self._disposing: asyncio.Event | None = None
         self._disposed = False
         self._dispose_error: BaseException | None = None
         self._disposed_listeners: list[Callable[[], object]] | None = None
@@ -200,26 +217,39 @@ class SubagentRun:
             if self._dispose_error is not None:
                 raise self._dispose_error
             return
-        self._disposing = anyio.Event()
+        if self._dispose_now is not None:
+            try:
+                done = self._dispose_now()
+            except Exception as exc:
+                done, self._dispose_error = True, exc
+            if done:
+                self._finish_dispose()
+                if self._dispose_error is not None:
+                    raise self._dispose_error
+                return
+        self._disposing = asyncio.Event()
         try:
             with anyio.CancelScope(shield=True):
                 await self._dispose()
         except Exception as exc:
             self._dispose_error = exc
         finally:
-            self._disposed = True
             self._disposing.set()
-            for listener in self._disposed_listeners or ():
-                try:
-                    listener()
-                except Exception:
-                    _log.exception("dispose listener %r failed", listener)
-            self._disposed_listeners = None
+            self._finish_dispose()
+        if self._dispose_error is not None:
+            raise self._dispose_error
+
+    def _finish_dispose(self) -> None:
+        self._disposed = True
+        for listener in self._disposed_listeners or ():
+            try:
+                listener()
+            except Exception:
+                _log.exception("dispose listener %r failed", listener)
+        self._disposed_listeners = None
         if not self._cell.settled:
             # A provider that forgot to settle on dispose must not leave waiters hanging.
             self._cell.set(SubagentResult.aborted("run disposed before it settled"))
-        if self._dispose_error is not None:
-            raise self._dispose_error
 
     async def __aenter__(self) -> SubagentRun:
         return self

@@ -143,6 +143,8 @@ class SubagentRuntime:
         self._live[run.id] = run
 
         def on_settle(result: SubagentResult | None, error: BaseException | None) -> None:
+            if not bus.has_listeners(EVENT_END):
+                return
             data = dict(base)
             if result is not None:
                 data["stop_reason"] = result.stop_reason

@@ -50,10 +50,14 @@ def depth_violation(parent_meta: Mapping[str, Any], max_depth: int | None) -> st
     inherited (``meta["max_depth"]``), so a nested chain cannot raise its own cap.
     """
     inherited = parent_meta.get("max_depth")
-    limits = [m for m in (max_depth, inherited) if isinstance(m, int)]
-    if not limits:
-        return None
-    limit = min(limits)
+    if max_depth is None:
+        if not isinstance(inherited, int):
+            return None
+        limit = inherited
+    elif isinstance(inherited, int):
+        limit = min(max_depth, inherited)
+    else:
+        limit = max_depth
     depth = int(parent_meta.get("delegation_depth", 0)) + 1
     if depth > limit:
         return f"subagent depth {depth} exceeds max_depth {limit}"

@@ -9,11 +9,14 @@ from dsh.subagent.out_of_process.cwd import check_directory, resolve_child_cwd
 from dsh.subagent.out_of_process.env import SAFE_ENV_NAMES, scrubbed_env
 from dsh.subagent.out_of_process.process import ChildProcess, Ending, StderrTail
 from dsh.subagent.out_of_process.settle import Stages, settle_from
+from dsh.subagent.out_of_process.tags import TAG_VARIABLE, ProcessTag
 
 __all__ = [
     "SAFE_ENV_NAMES",
+    "TAG_VARIABLE",
     "ChildProcess",
     "Ending",
+    "ProcessTag",
     "Stages",
     "StderrTail",
     "check_directory",

@@ -5,7 +5,9 @@ with a credential-scrubbed environment the caller passes, stdin/stdout pipes and
 stderr captured into a bounded tail. :meth:`ChildProcess.terminate` closes stdin,
 waits a grace period, sends SIGTERM to the whole group, waits again, sends
 SIGKILL, and reaps. On Linux the child also gets ``PR_SET_PDEATHSIG`` so it dies
-if the parent process is killed outright.
+if the parent process is killed outright. With a
+:class:`~dsh.subagent.out_of_process.tags.ProcessTag` the teardown also reaches
+descendants that left the group (own sessions, re-parented).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import anyio
 
 from dsh.subagent.diagnostics import redact_secrets
 from dsh.subagent.errors import SubagentError
+from dsh.subagent.out_of_process.tags import ProcessTag
 
 __all__ = ["ChildProcess", "Ending", "StderrTail"]
 
@@ -91,11 +94,17 @@ class ChildProcess:
     """A child in its own process group, torn down by :meth:`terminate`."""
 
     def __init__(
-        self, process: asyncio.subprocess.Process, argv: Sequence[str], tail: StderrTail
+        self,
+        process: asyncio.subprocess.Process,
+        argv: Sequence[str],
+        tail: StderrTail,
+        tag: ProcessTag | None = None,
     ) -> None:
         self.process = process
         self.argv = list(argv)
         self.stderr_tail = tail
+        self.tag = tag
+        """Marks the child's whole tree (None: the process group is the tree)."""
         self.pgid = process.pid  # leader of its own session/group
         self._pump: asyncio.Task[None] | None = None
         self._ending: Ending | None = None
@@ -112,8 +121,13 @@ class ChildProcess:
         stream_limit: int = 64 * 1024 * 1024,
         stderr_tail_bytes: int = 16384,
         die_with_parent: bool = True,
+        tag: ProcessTag | None = None,
     ) -> ChildProcess:
-        """Start ``argv``; a missing or non-executable command raises ``START_FAILED``."""
+        """Start ``argv``; a missing or non-executable command raises ``START_FAILED``.
+
+        With ``tag``, its entry is added to ``env`` and :meth:`terminate` (and
+        :meth:`kill_tree`) also kill every process carrying it.
+        """
         if not argv:
             raise SubagentError(f"{what}: empty command", "START_FAILED")
         try:
@@ -122,7 +136,7 @@ class ChildProcess:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env=dict(env),
+                env={**env, **tag.env} if tag is not None else dict(env),
                 cwd=cwd,
                 start_new_session=True,
                 limit=stream_limit,
@@ -133,7 +147,7 @@ class ChildProcess:
             raise SubagentError(
                 f"could not start {what} {argv[0]!r}: {reason}", "START_FAILED"
             ) from exc
-        child = cls(process, argv, StderrTail(stderr_tail_bytes))
+        child = cls(process, argv, StderrTail(stderr_tail_bytes), tag)
         assert process.stderr is not None
         child._pump = asyncio.get_running_loop().create_task(child.stderr_tail.pump(process.stderr))
         return child
@@ -177,6 +191,13 @@ class ChildProcess:
                 return f"killed by signal {-code}"
         return f"exit status {code}"
 
+    async def drain_stderr(self, timeout: float = 0.5) -> None:
+        """Wait (at most ``timeout`` s) for stderr to reach EOF, so that after the
+        child died :attr:`stderr_tail` holds its last words."""
+        pump = self._pump
+        if pump is not None and not pump.done():
+            await asyncio.wait({pump}, timeout=timeout)
+
     def live_group_members(self) -> list[int]:
         """Pids in the child's process group that are alive (zombies excluded)."""
         return _live_members(self.pgid)
@@ -188,6 +209,16 @@ class ChildProcess:
         except (ProcessLookupError, PermissionError):
             return False
         return True
+
+    def kill_tree(self) -> None:
+        """SIGKILL the group and every tagged process, synchronously (no await).
+
+        For paths where awaiting is no longer possible (a ``finally`` reached by a
+        second cancellation); the leader is reaped by the event loop's child watcher.
+        """
+        self.kill_group(signal.SIGKILL)
+        if self.tag is not None:
+            self.tag.sweep()
 
     async def terminate(self, *, eof_grace: float = 2.0, term_grace: float = 2.0) -> Ending:
         """Stop the child and reap it: stdin EOF, grace, SIGTERM, grace, SIGKILL.
@@ -206,8 +237,11 @@ class ChildProcess:
             with anyio.CancelScope(shield=True):
                 ending = await self._terminate(eof_grace, term_grace)
         except BaseException as exc:
-            self._terminating.set_exception(exc)
-            self._terminating.exception()  # mark retrieved
+            # Interrupted (e.g. a raw asyncio cancel, which a shield does not stop):
+            # waiters get the error, and a later call starts the teardown afresh.
+            terminating, self._terminating = self._terminating, None
+            terminating.set_exception(exc)
+            terminating.exception()  # mark retrieved
             raise
         self._ending = ending
         self._terminating.set_result(ending)
@@ -234,6 +268,8 @@ class ChildProcess:
             while self.live_group_members() and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             self.kill_group(signal.SIGKILL)
+        if self.tag is not None:
+            self.tag.sweep()  # descendants that left the group (own sessions, orphans)
         await self._stop_pump()
         return ending
 
@@ -266,6 +302,12 @@ class ChildProcess:
 
 def _live_members(pgid: int) -> list[int]:
     """Non-zombie processes whose process group is ``pgid`` (Linux /proc; else killpg)."""
+    try:
+        os.killpg(pgid, 0)  # fast path: an empty group needs no /proc scan (~2 ms)
+    except ProcessLookupError:
+        return []
+    except PermissionError:
+        pass
     try:
         entries = os.listdir("/proc")
     except OSError:

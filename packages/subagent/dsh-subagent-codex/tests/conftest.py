@@ -1,0 +1,259 @@
+"""Fixtures: the pinned real codex binary, a fake Responses server, an isolated CODEX_HOME.
+
+Codex is found through env ``DSH_CODEX_BIN``, else ``<repo>/.tools/codex/bin/codex``
+(what ``tools/install-codex.sh`` installs). Under ``CI=true`` a missing binary fails
+the tests; locally they are skipped with the install command.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from dsh.core import Agent, Context, parse_preset
+from dsh.subagent import SubagentRuntime
+from dsh.subagent_codex import CodexConfig, CodexProvider
+from dsh.testing.model_servers import Hang, HTTPError, StreamFaults
+from dsh.testing.model_servers.openai_responses import (
+    FunctionCall,
+    OpenAIResponsesServer,
+    ResponsesReply,
+    reply_with_tool_output,
+)
+from dsh.testing.processes import live_children
+
+REPO = Path(__file__).resolve().parents[4]
+DEFAULT_CODEX = REPO / ".tools" / "codex" / "bin" / "codex"
+
+HELLO = "Hello from the fake model."
+STALL_TEXT = "Partial answer before the stall"
+
+CONFIG_TOML = """\
+model = "gpt-5.5"
+model_provider = "fake"
+
+[model_providers.fake]
+name = "Fake Responses API"
+base_url = "{base_url}"
+env_key = "FAKE_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+apps = false
+remote_plugin = false
+"""
+
+
+def find_codex() -> str:
+    """The codex binary to test, or a failure (CI) / skip (local) saying how to get it."""
+    configured = os.environ.get("DSH_CODEX_BIN")
+    path = Path(configured) if configured else DEFAULT_CODEX
+    if path.is_file() and os.access(path, os.X_OK):
+        return str(path)
+    message = (
+        f"codex binary not found at {path}"
+        f"{' (from DSH_CODEX_BIN)' if configured else ''}; run tools/install-codex.sh"
+        " (npm installs the pinned @openai/codex) or set DSH_CODEX_BIN"
+    )
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> str:
+    """Path of the real codex binary."""
+    return find_codex()
+
+
+def standard_rules(server: OpenAIResponsesServer) -> None:
+    """The scripted model every test shares, keyed by words in the prompt."""
+    server.when("say hello", HELLO)
+    server.when(
+        "run echo",
+        ResponsesReply(function_calls=[FunctionCall("exec_command", {"cmd": "echo hi"})]),
+        reply_with_tool_output("Tool said: {output}"),
+    )
+    server.when(
+        "run sleep",
+        ResponsesReply(function_calls=[FunctionCall("exec_command", {"cmd": "sleep 300"})]),
+    )
+    server.when(
+        "escalate",
+        ResponsesReply(
+            function_calls=[
+                FunctionCall(
+                    "exec_command",
+                    {
+                        "cmd": "touch made_by_tool.txt && echo made",
+                        "sandbox_permissions": "require_escalated",
+                        "justification": "the test needs a file",
+                    },
+                )
+            ]
+        ),
+        reply_with_tool_output("Tool said: {output}"),
+    )
+    server.when("hang", Hang())
+    server.when("fail", HTTPError(500, "scripted internal error"))
+    server.when(
+        "stall", ResponsesReply(text=STALL_TEXT, text_chunks=4, faults=StreamFaults(hang_after=6))
+    )
+
+
+@pytest.fixture
+def responses() -> Iterator[OpenAIResponsesServer]:
+    """A fake Responses API server with :func:`standard_rules`."""
+    server = OpenAIResponsesServer()
+    standard_rules(server)
+    with server:
+        yield server
+
+
+@dataclass
+class CodexSetup:
+    """An isolated codex home and workspace pointed at a fake server."""
+
+    bin: str
+    root: Path
+    server: OpenAIResponsesServer
+    hello: str = HELLO
+    stall_text: str = STALL_TEXT
+    workspace: Path = field(init=False)
+    codex_home: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.workspace = self.root / "ws"
+        self.codex_home = self.root / "home" / ".codex"
+        for directory in (self.workspace, self.codex_home, self.root / "tmp"):
+            directory.mkdir(parents=True, exist_ok=True)
+        (self.codex_home / "config.toml").write_text(
+            CONFIG_TOML.format(base_url=self.server.api_base)
+        )
+
+    def config(self, **overrides: Any) -> dict[str, Any]:
+        """Provider config (as in a preset row) for this setup."""
+        config: dict[str, Any] = {
+            "command": [self.bin],
+            "codex_home": str(self.codex_home),
+            # a private TMPDIR that does not contain CODEX_HOME (else codex warns)
+            "env": {
+                "HOME": str(self.root / "home"),
+                "TMPDIR": str(self.root / "tmp"),
+                "FAKE_API_KEY": "fake-key",
+            },
+        }
+        config.update(overrides)
+        return config
+
+    @asynccontextmanager
+    async def context(self, **overrides: Any) -> AsyncIterator[tuple[Context, Agent]]:
+        """An open context with the codex provider registered, and a parent agent."""
+        preset = parse_preset('[agent.model]\nadapter = "scripted"\n')
+        async with Context.open(preset, cwd=self.workspace) as ctx:
+            provider = CodexProvider(CodexConfig(**self.config(**overrides)))
+            SubagentRuntime.of(ctx).register_provider(provider)
+            yield ctx, ctx.agents.create()
+
+
+@pytest.fixture
+def codex(tmp_path: Path, codex_bin: str, responses: OpenAIResponsesServer) -> CodexSetup:
+    """Real codex + fake server + isolated home, for one test."""
+    return CodexSetup(codex_bin, tmp_path, responses)
+
+
+# -- the process table ---------------------------------------------------------------
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+    return fields[0].decode(), int(fields[1])
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line ("" if gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+class ProcessTable:
+    """Reads /proc: process trees, codex processes, and how long a tree takes to go."""
+
+    def __init__(self, codex_bin: str) -> None:
+        self.codex_real = os.path.realpath(codex_bin)
+
+    @staticmethod
+    def tree(roots: set[int]) -> set[int]:
+        """Live (non-zombie) processes in ``roots`` and all their descendants."""
+        parents: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                stat = _stat(int(entry))
+                if stat is not None and stat[0] != "Z":
+                    parents[int(entry)] = stat[1]
+        tree = {pid for pid in roots if pid in parents}
+        while more := {pid for pid, ppid in parents.items() if ppid in tree and pid not in tree}:
+            tree |= more
+        return tree
+
+    def new_tree(self, before: set[int]) -> set[int]:
+        """This process's children started since ``before``, with their descendants."""
+        return self.tree(live_children() - before)
+
+    def codex(self) -> set[int]:
+        """Live processes running the codex binary that descend from this test process
+        (the runner is a child subreaper, so orphans count too)."""
+        found: set[int] = set()
+        for pid in self.tree(live_children()):
+            try:
+                if os.readlink(f"/proc/{pid}/exe") == self.codex_real:
+                    found.add(pid)
+            except OSError:
+                continue
+        return found
+
+    async def wait_gone(self, pids: set[int], timeout: float) -> float:
+        """Seconds until no process of ``pids``' trees lives; AssertionError after ``timeout``."""
+        started = time.monotonic()
+        while left := self.tree(pids):
+            if time.monotonic() - started > timeout:
+                raise AssertionError(
+                    f"still running after {timeout} s: " + "; ".join(cmdline(p) for p in left)
+                )
+            await anyio.sleep(0.002)
+        return time.monotonic() - started
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Poll ``predicate`` without blocking the event loop."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met within {timeout} s")
+            await anyio.sleep(0.005)
+
+
+@pytest.fixture
+def procs(codex_bin: str) -> ProcessTable:
+    """The process table."""
+    return ProcessTable(codex_bin)

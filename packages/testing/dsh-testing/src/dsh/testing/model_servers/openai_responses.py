@@ -1,0 +1,499 @@
+"""A fake OpenAI Responses API server (``POST /v1/responses``), as Codex speaks it.
+
+With ``stream: true`` (what Codex always sends) a reply is streamed as named SSE
+events, each ``data`` carrying its own ``type`` and a ``sequence_number``::
+
+    response.created, response.in_progress,
+    response.output_item.added, response.content_part.added,
+    response.output_text.delta ..., response.output_text.done,
+    response.content_part.done, response.output_item.done,      (per message)
+    response.output_item.added, response.function_call_arguments.delta ...,
+    response.function_call_arguments.done, response.output_item.done,  (per call)
+    response.completed                                           (with usage)
+
+Without ``stream`` the finished response object is sent as JSON.
+
+Script items: :class:`ResponsesReply` (text and/or function calls, with
+:class:`~dsh.testing.model_servers.script.StreamFaults` to stall, reset or cut the
+stream), a plain ``str`` (a text reply), :class:`ResponseFailed` (a well-formed
+``response.failed`` event), the generic faults (``HTTPError``, ``Hang``: no
+headers ever, ``Reset``), or a callable of the request returning any of these.
+
+Requests are answered by the first matching *rule* (:meth:`OpenAIResponsesServer.when`),
+else by the script queue, else by ``default``. A rule matches text in the latest
+user input (Codex sends two developer messages first, then the user's)::
+
+    srv = OpenAIResponsesServer()
+    srv.when("say hello", "Hello!")
+    srv.when("run echo",
+             ResponsesReply(function_calls=[FunctionCall("exec_command", {"cmd": "echo hi"})]),
+             reply_with_tool_output("Tool said: {output}"))
+    srv.when("hang", Hang())
+    srv.when("fail", HTTPError(500, "boom"))
+
+A rule's replies are picked by *tool step*: the request that carries ``k`` tool
+outputs after the latest user message gets ``replies[k]`` (the last one repeats),
+so a rule scripts a whole tool round trip statelessly and can be reused by any
+number of runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh.testing.model_servers._http import Exchange, RecordedRequest
+from dsh.testing.model_servers.openai_chat import openai_error, split_text
+from dsh.testing.model_servers.script import NO_FAULTS, StreamFaults
+from dsh.testing.model_servers.server import FakeServer
+from dsh.testing.model_servers.sse import SSEEvent
+
+__all__ = [
+    "TOOL_OUTPUT_TYPES",
+    "FunctionCall",
+    "OpenAIResponsesServer",
+    "ResponseFailed",
+    "ResponsesReply",
+    "ResponsesRule",
+    "check_responses_request",
+    "latest_user_input_text",
+    "reply_with_tool_output",
+    "tool_outputs",
+    "tool_step",
+]
+
+TOOL_OUTPUT_TYPES = frozenset(
+    {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+)
+"""Input item types that carry a tool's output back to the model."""
+
+_CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+_ROLES = frozenset({"user", "assistant", "system", "developer"})
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """A ``function_call`` output item in a scripted reply.
+
+    ``arguments`` as a mapping is sent as JSON; a ``str`` is sent verbatim.
+    ``call_id`` defaults to a fresh ``call_fake_<n>``.
+    """
+
+    name: str
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesReply:
+    """One scripted response: a text message and/or function calls (in that order)."""
+
+    text: str = ""
+    function_calls: Sequence[FunctionCall] = ()
+    usage: Mapping[str, int] | None = None
+    """``input_tokens`` / ``output_tokens`` (others derived); default: word counts."""
+    text_chunks: int = 3
+    """Stream the text in this many ``response.output_text.delta`` events."""
+    argument_chunks: int = 2
+    """Stream each call's arguments in this many deltas."""
+    faults: StreamFaults = NO_FAULTS
+    """Break the stream: ``hang_after`` stalls mid-stream, ``reset_after`` resets,
+    ``close_after`` ends the body early, ``delay`` slows every event."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFailed:
+    """Script item: HTTP 200, ``response.created``, then ``response.failed`` with this error."""
+
+    message: str = "scripted response.failed"
+    code: str = "server_error"
+
+
+Matcher = str | re.Pattern[str] | Callable[[RecordedRequest], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesRule:
+    """Answer requests matching ``match`` with ``replies`` (picked by tool step).
+
+    ``match`` is a substring of (or a regex searched in) the latest user input
+    text, or a predicate of the request.
+    """
+
+    match: Matcher
+    replies: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if not self.replies:
+            raise ValueError("a rule needs at least one reply")
+
+    def matches(self, request: RecordedRequest) -> bool:
+        """Does this rule answer ``request``?"""
+        if isinstance(self.match, str):
+            return self.match in latest_user_input_text(request)
+        if isinstance(self.match, re.Pattern):
+            return self.match.search(latest_user_input_text(request)) is not None
+        return bool(self.match(request))
+
+    def reply_for(self, request: RecordedRequest) -> Any:
+        """``replies[tool_step(request)]``, the last reply repeating."""
+        return self.replies[min(tool_step(request), len(self.replies) - 1)]
+
+
+def _input_items(request: RecordedRequest) -> list[Mapping[str, Any]]:
+    body = request.json if isinstance(request.json, Mapping) else {}
+    items = body.get("input")
+    if isinstance(items, str):
+        return [{"type": "message", "role": "user", "content": items}]
+    if not isinstance(items, list):
+        return []
+    return [item for item in items if isinstance(item, Mapping)]
+
+
+def _is_user_message(item: Mapping[str, Any]) -> bool:
+    return item.get("role") == "user" and item.get("type", "message") == "message"
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") in ("input_text", "text")
+        )
+    return ""
+
+
+def _latest_user_index(items: Sequence[Mapping[str, Any]]) -> int:
+    for index in range(len(items) - 1, -1, -1):
+        if _is_user_message(items[index]):
+            return index
+    return -1
+
+
+def latest_user_input_text(request: RecordedRequest) -> str:
+    """The text of the latest user message in a Responses request's ``input``."""
+    items = _input_items(request)
+    at = _latest_user_index(items)
+    return _text_of(items[at].get("content")) if at >= 0 else ""
+
+
+def tool_outputs(request: RecordedRequest) -> list[str]:
+    """The outputs of the tool calls answered since the latest user message, in order."""
+    items = _input_items(request)
+    outputs: list[str] = []
+    for item in items[_latest_user_index(items) + 1 :]:
+        if item.get("type") in TOOL_OUTPUT_TYPES:
+            output = item.get("output")
+            outputs.append(output if isinstance(output, str) else json.dumps(output))
+    return outputs
+
+
+def tool_step(request: RecordedRequest) -> int:
+    """How many tool outputs follow the latest user message (0 for a fresh turn)."""
+    return len(tool_outputs(request))
+
+
+def reply_with_tool_output(
+    template: str = "Tool said: {output}",
+) -> Callable[[RecordedRequest], ResponsesReply]:
+    """A script item answering ``template`` filled with the last tool output."""
+
+    def reply(request: RecordedRequest) -> ResponsesReply:
+        outputs = tool_outputs(request)
+        return ResponsesReply(text=template.format(output=outputs[-1] if outputs else ""))
+
+    return reply
+
+
+class OpenAIResponsesServer(FakeServer):
+    """Fake ``POST /v1/responses`` (also ``/responses``). See the module docstring.
+
+    With ``strict`` (default) requests the real API rejects get HTTP 400 in
+    OpenAI's error shape: no model, no input, a tool output answering no call.
+    With ``api_key`` set, a missing or wrong bearer token gets 401.
+    """
+
+    def __init__(
+        self,
+        *script: Any,
+        default: Any = None,
+        rules: Sequence[ResponsesRule] = (),
+        api_key: str | None = None,
+        strict: bool = True,
+    ) -> None:
+        super().__init__(*script, default=default)
+        self.rules: list[ResponsesRule] = list(rules)
+        """Checked in order before the script queue."""
+        self.api_key = api_key
+        self.strict = strict
+        self._ids = itertools.count(1)
+        for path in ("/v1/responses", "/responses"):
+            self.route("POST", path, self._responses)
+
+    @property
+    def api_base(self) -> str:
+        """The base URL a client appends ``/responses`` to (``.../v1``)."""
+        return self.base_url + "/v1"
+
+    def when(self, match: Matcher, *replies: Any) -> ResponsesRule:
+        """Add a rule: requests matching ``match`` get ``replies`` (by tool step)."""
+        rule = ResponsesRule(match, tuple(replies))
+        self.rules.append(rule)
+        return rule
+
+    def matching(self, match: Matcher) -> list[RecordedRequest]:
+        """Logged requests whose latest user input matches ``match`` (as a rule would)."""
+        probe = ResponsesRule(match, (None,))
+        return [r for r in self.requests if r.url_path.endswith("/responses") and probe.matches(r)]
+
+    def error_body(self, status: int, message: str) -> Any:
+        """OpenAI's error shape."""
+        return openai_error(status, message)
+
+    async def _responses(self, exchange: Exchange) -> None:
+        request = exchange.request
+        if self.api_key is not None and request.header("authorization") != f"Bearer {self.api_key}":
+            message = "Incorrect API key provided. You can find your API key in your dashboard."
+            await exchange.send_json(401, openai_error(401, message, code="invalid_api_key"))
+            return
+        problem = check_responses_request(request.json) if self.strict else None
+        if problem is not None:
+            await exchange.send_json(400, openai_error(400, problem))
+            return
+        for rule in list(self.rules):
+            if rule.matches(request):
+                await self.perform(rule.reply_for(request), exchange)
+                return
+        await self.respond_scripted(exchange)
+
+    async def render(self, item: Any, exchange: Exchange) -> None:
+        """Answer with a :class:`ResponsesReply`, a ``str`` or a :class:`ResponseFailed`."""
+        if isinstance(item, str):
+            item = ResponsesReply(text=item)
+        body = exchange.request.json if isinstance(exchange.request.json, Mapping) else {}
+        response_id = f"resp_fake{next(self._ids)}"
+        if isinstance(item, ResponseFailed):
+            await self._render_failed(item, body, response_id, exchange)
+            return
+        if not isinstance(item, ResponsesReply):
+            raise TypeError(f"OpenAIResponsesServer cannot render a {type(item).__name__}")
+        output = self._output_items(item)
+        if body.get("stream"):
+            await exchange.stream(_events(item, body, response_id, output), item.faults)
+        else:
+            done = _response(body, response_id, "completed", output, _usage(item, body))
+            await exchange.send_json_faulted(200, done, item.faults)
+
+    def _output_items(self, reply: ResponsesReply) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        if reply.text:
+            items.append(
+                {
+                    "id": f"msg_fake{next(self._ids)}",
+                    "type": "message",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+                }
+            )
+        for call in reply.function_calls:
+            arguments = call.arguments
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, separators=(",", ":"))
+            items.append(
+                {
+                    "id": f"fc_fake{next(self._ids)}",
+                    "type": "function_call",
+                    "status": "completed",
+                    "name": call.name,
+                    "call_id": call.call_id or f"call_fake_{next(self._ids)}",
+                    "arguments": arguments,
+                }
+            )
+        return items
+
+    async def _render_failed(
+        self, item: ResponseFailed, body: Mapping[str, Any], response_id: str, exchange: Exchange
+    ) -> None:
+        failed = _response(body, response_id, "failed", [], None)
+        failed["error"] = {"code": item.code, "message": item.message}
+        if not body.get("stream"):
+            await exchange.send_json(200, failed)
+            return
+        sequence = itertools.count()
+        created = _response(body, response_id, "in_progress", [], None)
+        await exchange.stream(
+            [
+                _event("response.created", sequence, response=created),
+                _event("response.failed", sequence, response=failed),
+            ]
+        )
+
+
+def _event(kind: str, sequence: itertools.count[int], **data: Any) -> SSEEvent:
+    return SSEEvent({"type": kind, "sequence_number": next(sequence), **data}, event=kind)
+
+
+def _response(
+    body: Mapping[str, Any],
+    response_id: str,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+) -> dict[str, Any]:
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "model": str(body.get("model") or "fake-model"),
+        "output": output,
+        "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
+        "usage": usage,
+    }
+
+
+def _events(
+    reply: ResponsesReply,
+    body: Mapping[str, Any],
+    response_id: str,
+    output: list[dict[str, Any]],
+) -> list[SSEEvent]:
+    seq = itertools.count()
+    events = [
+        _event(
+            "response.created", seq, response=_response(body, response_id, "in_progress", [], None)
+        ),
+        _event(
+            "response.in_progress",
+            seq,
+            response=_response(body, response_id, "in_progress", [], None),
+        ),
+    ]
+    for index, item in enumerate(output):
+        if item["type"] == "message":
+            events += _message_events(item, index, seq, reply.text_chunks)
+        else:
+            events += _call_events(item, index, seq, reply.argument_chunks)
+    done = _response(body, response_id, "completed", output, _usage(reply, body))
+    events.append(_event("response.completed", seq, response=done))
+    return events
+
+
+def _message_events(
+    item: dict[str, Any], index: int, seq: itertools.count[int], chunks: int
+) -> list[SSEEvent]:
+    text = item["content"][0]["text"]
+    where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+    opened = {**item, "status": "in_progress", "content": []}
+    empty_part = {"type": "output_text", "text": "", "annotations": []}
+    events = [
+        _event("response.output_item.added", seq, output_index=index, item=opened),
+        _event("response.content_part.added", seq, **where, part=empty_part),
+    ]
+    events += [
+        _event("response.output_text.delta", seq, **where, delta=piece, logprobs=[])
+        for piece in split_text(text, chunks)
+    ]
+    events += [
+        _event("response.output_text.done", seq, **where, text=text, logprobs=[]),
+        _event("response.content_part.done", seq, **where, part=item["content"][0]),
+        _event("response.output_item.done", seq, output_index=index, item=item),
+    ]
+    return events
+
+
+def _call_events(
+    item: dict[str, Any], index: int, seq: itertools.count[int], chunks: int
+) -> list[SSEEvent]:
+    arguments = item["arguments"]
+    where = {"item_id": item["id"], "output_index": index}
+    events = [
+        _event(
+            "response.output_item.added",
+            seq,
+            output_index=index,
+            item={**item, "status": "in_progress", "arguments": ""},
+        )
+    ]
+    events += [
+        _event("response.function_call_arguments.delta", seq, **where, delta=piece)
+        for piece in split_text(arguments, chunks)
+    ]
+    events += [
+        _event("response.function_call_arguments.done", seq, **where, arguments=arguments),
+        _event("response.output_item.done", seq, output_index=index, item=item),
+    ]
+    return events
+
+
+def _usage(reply: ResponsesReply, body: Mapping[str, Any]) -> dict[str, Any]:
+    if reply.usage is not None:
+        prompt = int(reply.usage.get("input_tokens", 0))
+        completion = int(reply.usage.get("output_tokens", 0))
+        cached = int(reply.usage.get("cached_tokens", 0))
+        reasoning = int(reply.usage.get("reasoning_tokens", 0))
+    else:
+        items = body.get("input")
+        words = 0
+        if isinstance(items, str):
+            words = len(items.split())
+        elif isinstance(items, list):
+            for item in items:
+                if isinstance(item, Mapping):
+                    words += len(_text_of(item.get("content")).split())
+                    output = item.get("output")
+                    if isinstance(output, str):
+                        words += len(output.split())
+        prompt, cached, reasoning = words, 0, 0
+        completion = len(reply.text.split()) + sum(
+            max(1, len(str(c.arguments)) // 4) for c in reply.function_calls
+        )
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": prompt + completion,
+    }
+
+
+def check_responses_request(body: Any) -> str | None:
+    """What the real API would reject in a Responses request ``body`` (None: acceptable)."""
+    if not isinstance(body, Mapping):
+        return "We could not parse the JSON body of your request."
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "Missing required parameter: 'model'."
+    items = body.get("input")
+    if isinstance(items, str):
+        return None if items else "Invalid 'input': empty string."
+    if not isinstance(items, list) or not items:
+        return "Missing required parameter: 'input'."
+    calls: set[str] = set()
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            return f"Invalid 'input[{index}]': expected an object."
+        kind = item.get("type", "message")
+        if kind == "message" and item.get("role") not in _ROLES:
+            return f"Invalid 'input[{index}].role': {item.get('role')!r}."
+        if kind in _CALL_TYPES:
+            call_id = item.get("call_id")
+            if isinstance(call_id, str):
+                calls.add(call_id)
+        elif kind in TOOL_OUTPUT_TYPES and item.get("call_id") not in calls:
+            call_id = item.get("call_id")
+            return f"No tool call found for function call output with call_id {call_id}."
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return "Invalid 'tools': expected an array."
+    return None

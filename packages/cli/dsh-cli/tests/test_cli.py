@@ -55,13 +55,16 @@ def test_run_without_a_model_says_how_to_configure_one(tmp_path: Path) -> None:
 def test_run_with_a_preset(tmp_path: Path) -> None:
     preset = tmp_path / "dsh.toml"
     preset.write_text(
-        '[agent.model]\nadapter = "scripted"\n[[agent.model.options.replies]]\ntext = "echo: {prompt}"\n'
+        '[agent.model]\nadapter = "scripted"\n'
+        '[[agent.model.options.replies]]\ntext = "echo: {prompt}"\n'
     )
     done = dsh("run", "ping", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "echo: ping"
     failing = tmp_path / "failing.toml"
-    failing.write_text('[agent.model]\nadapter = "scripted"\n[[agent.model.options.replies]]\nerror = "boom"\n')
+    failing.write_text(
+        '[agent.model]\nadapter = "scripted"\n[[agent.model.options.replies]]\nerror = "boom"\n'
+    )
     done = dsh("run", "--preset", str(failing), "ping")
     assert done.returncode == 1
     assert "turn ended error: model call failed: boom" in done.stderr
@@ -72,7 +75,9 @@ def test_bad_preset_row_is_reported(tmp_path: Path) -> None:
     preset.write_text('[agent.model]\nadapter = "scripted"\n[[plugin]]\nname = "no-such-plugin"\n')
     done = dsh("run", "--preset", str(preset), "x")
     assert done.returncode == 2
-    assert 'preset row 1 (id "no-such-plugin", plugin "no-such-plugin"): unknown plugin' in done.stderr
+    assert (
+        'preset row 1 (id "no-such-plugin", plugin "no-such-plugin"): unknown plugin' in done.stderr
+    )
 
 
 def test_presets_lists_shipped_presets() -> None:

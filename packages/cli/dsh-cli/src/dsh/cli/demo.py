@@ -48,7 +48,11 @@ async def _demo(sessions_dir: str | None) -> int:
     def on_start(event: BusEvent) -> None:
         data = event.data
         nodes[data["run_id"]] = _Node(
-            data["run_id"], data["provider"], data["label"], data["parent_agent"], time.perf_counter()
+            data["run_id"],
+            data["provider"],
+            data["label"],
+            data["parent_agent"],
+            time.perf_counter(),
         )
 
     def on_end(event: BusEvent) -> None:
@@ -83,7 +87,7 @@ async def _demo(sessions_dir: str | None) -> int:
             branch, indent = ("└─ ", "   ") if last else ("├─ ", "│  ")
             timing = f"{node.elapsed_ms:.1f} ms" if node.elapsed_ms is not None else "?"
             print(
-                f"{branch}[{node.provider}] \"{node.label}\" (session {node.run_id[:8]}, depth 1)"
+                f'{branch}[{node.provider}] "{node.label}" (session {node.run_id[:8]}, depth 1)'
                 f" → {node.stop_reason} in {timing}"
             )
             for line in outputs.get(node.run_id, "").splitlines():

@@ -19,17 +19,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an agent from a preset on one task and print its output")
     run.add_argument("task", help="what the agent should do")
-    run.add_argument("--preset", metavar="FILE", help="preset TOML (default: ./dsh.toml, else the standard preset)")
+    run.add_argument(
+        "--preset",
+        metavar="FILE",
+        help="preset TOML (default: ./dsh.toml, else the standard preset)",
+    )
     run.add_argument("--cwd", metavar="DIR", help="working directory recorded for the agent")
     run.add_argument("--sessions-dir", metavar="DIR", help="persist sessions as JSONL here")
     run.add_argument("-v", "--verbose", action="store_true", help="print the session's events")
 
-    demo = sub.add_parser("demo", help="offline demo: a scripted parent delegates to spawn and fork children")
-    demo.add_argument("--sessions-dir", metavar="DIR", help="persist the demo's sessions as JSONL here")
+    demo = sub.add_parser(
+        "demo", help="offline demo: a scripted parent delegates to spawn and fork children"
+    )
+    demo.add_argument(
+        "--sessions-dir", metavar="DIR", help="persist the demo's sessions as JSONL here"
+    )
 
     acp = sub.add_parser("acp", help="serve an agent over the Agent Client Protocol on stdio")
     acp.add_argument("--preset", metavar="FILE", help="preset TOML for the served agent")
-    acp.add_argument("--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)")
+    acp.add_argument(
+        "--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)"
+    )
 
     sub.add_parser("presets", help="list the presets shipped with dsh")
     return parser

@@ -13,7 +13,9 @@ __all__ = ["list_presets_command", "resolve_preset", "shipped_preset", "shipped_
 def shipped_presets() -> list[str]:
     """Names of the presets in ``dsh/cli/presets/``."""
     folder = resources.files("dsh.cli") / "presets"
-    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
+    )
 
 
 def shipped_preset(name: str) -> Preset:

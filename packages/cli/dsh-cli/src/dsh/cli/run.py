@@ -27,7 +27,8 @@ def run_command(args: argparse.Namespace) -> int:
             "  [agent.model]\n"
             '  adapter = "openai"          # OpenAI-compatible; the standard preset loads it\n'
             '  model = "deepseek-chat"\n'
-            '  options = { base_url = "https://api.deepseek.com", api_key_env = "DEEPSEEK_API_KEY" }\n\n'
+            '  options = { base_url = "https://api.deepseek.com",'
+            ' api_key_env = "DEEPSEEK_API_KEY" }\n\n'
             "or try the offline delegation demo, which needs no model:  dsh demo",
             file=sys.stderr,
         )

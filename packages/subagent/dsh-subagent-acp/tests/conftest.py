@@ -1,0 +1,98 @@
+"""Fixtures: an open context with a parent agent, and a helper that registers
+``acp`` providers pointing at the mock ACP agent or at a real ``dsh acp``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh.core import AbortSignal, Agent, Context, parse_preset
+from dsh.subagent import SubagentResult, SubagentRun, SubagentRuntime, SubagentStartRequest
+from dsh.subagent_acp import AcpProvider, AcpProviderConfig
+
+MOCK_AGENT = ["-m", "dsh.testing.mock_acp_agent"]
+DSH_ACP = ["-m", "dsh.cli", "acp"]
+
+KEYED_CHILD_PRESET = """
+[[plugin]]
+name = "dsh-testing-keyed-model"
+
+[agent.model]
+adapter = "keyed"
+[[agent.model.options.rules]]
+contains = "hang"
+replies = [{ hang = true }]
+[[agent.model.options.rules]]
+contains = "fail"
+replies = [{ error = "the scripted model fails on purpose" }]
+[[agent.model.options.default]]
+text = "Done: {prompt}"
+chunks = 3
+"""
+
+
+def mock_config(mode: str, *extra: str, **fields: Any) -> AcpProviderConfig:
+    """A provider config that runs the mock agent in ``mode``."""
+    fields.setdefault("name", f"acp-{mode}")
+    return AcpProviderConfig(
+        command=sys.executable, args=[*MOCK_AGENT, "--mode", mode, *extra], **fields
+    )
+
+
+def dsh_config(preset: Path, **fields: Any) -> AcpProviderConfig:
+    """A provider config that runs ``python -m dsh.cli acp --preset PRESET``."""
+    fields.setdefault("name", "acp-dsh")
+    return AcpProviderConfig(
+        command=sys.executable, args=[*DSH_ACP, "--preset", str(preset)], **fields
+    )
+
+
+class AcpRig:
+    """Registers providers in an open context and runs prompts through them."""
+
+    def __init__(self, ctx: Context, parent: Agent) -> None:
+        self.ctx = ctx
+        self.parent = parent
+        self.runtime = SubagentRuntime.of(ctx)
+
+    mock = staticmethod(mock_config)
+    dsh = staticmethod(dsh_config)
+
+    def register(self, config: AcpProviderConfig) -> str:
+        """Register (once) a provider for ``config``; returns its name."""
+        if self.runtime.get_provider(config.name) is None:
+            self.runtime.register_provider(AcpProvider(config))
+        return config.name
+
+    async def start(
+        self, config: AcpProviderConfig, prompt: str = "hello", signal: AbortSignal | None = None
+    ) -> SubagentRun:
+        """Start a run (the caller disposes it)."""
+        request = SubagentStartRequest(prompt, self.parent, signal or AbortSignal())
+        return await self.runtime.start(self.register(config), request)
+
+    async def run(self, config: AcpProviderConfig, prompt: str = "hello") -> SubagentResult:
+        """Start, await the result, dispose."""
+        run = await self.start(config, prompt)
+        async with run:
+            return await run.result
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[AcpRig]:
+    """A context (cwd = tmp_path) with a parent agent on the scripted model."""
+    preset = parse_preset('[agent.model]\nadapter = "scripted"\n')
+    async with Context.open(preset, cwd=tmp_path) as ctx:
+        yield AcpRig(ctx, ctx.agents.create())
+
+
+@pytest.fixture
+def keyed_child_preset(tmp_path: Path) -> Path:
+    """A ``dsh acp`` child preset: "hang" hangs, "fail" fails, else ``Done: <prompt>``."""
+    path = tmp_path / "child.toml"
+    path.write_text(KEYED_CHILD_PRESET, encoding="utf-8")
+    return path

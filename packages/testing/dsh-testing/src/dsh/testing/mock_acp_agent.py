@@ -1,0 +1,418 @@
+"""A scripted ACP agent for fault tests of ACP clients (needs ``dsh-testing[acp]``).
+
+Run it as a child process, the way a real agent runs::
+
+    python -m dsh.testing.mock_acp_agent --mode MODE [--ignore-eof] [...]
+
+It serves ACP on stdio with ``agent-client-protocol``. ``--mode`` picks how it
+answers every ``session/prompt``:
+
+``normal``
+    streams ``You said: <prompt>`` word by word (one chunk per word, so chunk
+    order matters), reports usage, ends with ``--stop-reason`` (``end_turn``).
+``narrate``
+    ``Let me look.``, a tool call, then ``The answer is 42.`` (a second message).
+``hang``
+    streams ``working on it``, then waits until cancelled (answers ``cancelled``).
+``ignore-cancel``
+    streams ``working on it``, then never answers, whatever the client sends.
+``crash``
+    streams ``about to crash``, writes a line to stderr and exits with status 3.
+``garbage``
+    writes lines that are not JSON to stdout, then replies normally.
+``permission``
+    reports a tool call, asks permission (allow once / allow always / reject
+    once / reject always), then says ``permission: <kind chosen>`` (or
+    ``permission: cancelled``) and ends with ``--stop-reason``.
+``ask-after-cancel``
+    streams ``working on it``, waits for ``session/cancel``, then asks
+    permission anyway and says ``permission: <answer>``, ending ``cancelled``.
+``huge``
+    streams ``--huge-mb`` MiB of text in ``--chunk-kb`` KiB chunks (default 256;
+    chunk *i* repeats the letter ``"abcdefghijklmnopqrstuvwxyz"[i % 26]``).
+``slow-eof``
+    replies normally but ignores stdin EOF and SIGTERM (like ``--ignore-eof``).
+``error``
+    answers the prompt with a JSON-RPC error.
+``exit-on-start``
+    writes a line to stderr and exits with status 7 before serving.
+``bad-init``
+    answers ``initialize`` with protocol version 99.
+``slow-start``
+    sleeps ``--delay`` seconds before serving.
+``inspect``
+    replies with a JSON object: the session's cwd, the process's cwd and its
+    environment (to check what a client passed).
+``by-prompt``
+    the prompt's first word is the mode (``hang``, ``crash``, ...); the rest is
+    the text.
+
+``--ignore-eof`` keeps the process alive after stdin closes, ignoring SIGTERM:
+only SIGKILL ends it. ``--escapee`` starts a process in a session of its own (as
+agent products do for tool commands), which outlives the agent unless its
+client finds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import acp
+from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp.schema import (
+    AcpMcpServer,
+    AgentCapabilities,
+    AllowedOutcome,
+    AudioContentBlock,
+    AuthenticateResponse,
+    ClientCapabilities,
+    CloseSessionResponse,
+    EmbeddedResourceContentBlock,
+    ForkSessionResponse,
+    HttpMcpServer,
+    ImageContentBlock,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpServerStdio,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ResourceContentBlock,
+    ResumeSessionResponse,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    SseMcpServer,
+    TextContentBlock,
+    ToolCallUpdate,
+    Usage,
+)
+
+__all__ = ["MODES", "MockAgent", "main"]
+
+MODES = (
+    "normal",
+    "narrate",
+    "hang",
+    "ignore-cancel",
+    "crash",
+    "garbage",
+    "permission",
+    "ask-after-cancel",
+    "huge",
+    "slow-eof",
+    "error",
+    "exit-on-start",
+    "bad-init",
+    "slow-start",
+    "inspect",
+    "by-prompt",
+)
+
+PromptBlock = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
+McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+
+
+def write_raw(data: bytes) -> None:
+    """Write straight to fd 1 (non-blocking under ``run_agent``: loop on partial writes)."""
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(1, view)
+        except BlockingIOError:
+            time.sleep(0.001)
+            continue
+        view = view[written:]
+
+
+class MockAgent(acp.Agent):
+    """The scripted agent (see the module docstring)."""
+
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self._conn: Any = None
+        self._cancelled: dict[str, asyncio.Event] = {}
+        self._cwd: dict[str, str] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        """Keep the client proxy for updates and permission requests."""
+        self._conn = conn
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        """Protocol version 1 (99 in ``bad-init`` mode)."""
+        version = 99 if self.options.mode == "bad-init" else PROTOCOL_VERSION
+        return InitializeResponse(
+            protocol_version=version,
+            agent_capabilities=AgentCapabilities(load_session=False),
+            agent_info=Implementation(name="dsh-mock-acp-agent", version="0.1.0"),
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        """A new session; its id starts with ``mock-``."""
+        session_id = f"mock-{uuid.uuid4().hex[:12]}"
+        self._cancelled[session_id] = asyncio.Event()
+        self._cwd[session_id] = cwd
+        return NewSessionResponse(session_id=session_id)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        """Mark the session's turn cancelled (``ignore-cancel`` never looks)."""
+        event = self._cancelled.get(session_id)
+        if event is not None:
+            event.set()
+
+    async def prompt(
+        self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
+    ) -> PromptResponse:
+        """Answer by mode."""
+        cancelled = self._cancelled.get(session_id)
+        if cancelled is None:
+            raise RequestError.invalid_params({"sessionId": session_id, "details": "no session"})
+        cancelled.clear()
+        text = " ".join(b.text for b in prompt if isinstance(b, TextContentBlock))
+        mode = self.options.mode
+        if mode == "by-prompt":
+            mode, _, text = text.partition(" ")
+        return await self._answer(session_id, mode, text, cancelled)
+
+    async def _say(self, session_id: str, text: str, message_id: str | None = None) -> None:
+        update = acp.update_agent_message_text(text)
+        if message_id is not None:
+            update.message_id = message_id
+        await self._conn.session_update(session_id, update)
+
+    async def _answer(
+        self, session_id: str, mode: str, text: str, cancelled: asyncio.Event
+    ) -> PromptResponse:
+        if mode in ("normal", "slow-eof", "garbage", "slow-start", "exit-on-start", "bad-init"):
+            if mode == "garbage":
+                write_raw(b"this is not json\n{broken\n")
+            words = f"You said: {text}".split(" ")
+            for index, word in enumerate(words):
+                await self._say(session_id, word if index == 0 else f" {word}", "m1")
+            usage = Usage(input_tokens=len(text.split()), output_tokens=len(words), total_tokens=0)
+            usage.total_tokens = usage.input_tokens + usage.output_tokens
+            return PromptResponse(stop_reason=self.options.stop_reason, usage=usage)
+        if mode == "narrate":
+            await self._say(session_id, "Let me look.", "m1")
+            await self._conn.session_update(
+                session_id, acp.start_tool_call("t1", "look it up", kind="search", status="pending")
+            )
+            await self._conn.session_update(
+                session_id, acp.update_tool_call("t1", status="completed")
+            )
+            await self._say(session_id, "The answer ", "m2")
+            await self._say(session_id, "is 42.", "m2")
+            return PromptResponse(stop_reason="end_turn")
+        if mode in ("hang", "ignore-cancel"):
+            await self._say(session_id, "working on it")
+            if mode == "ignore-cancel":
+                await asyncio.Event().wait()
+            await cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
+        if mode == "crash":
+            await self._say(session_id, "about to crash")
+            await asyncio.sleep(0.05)
+            sys.stderr.write("mock agent: crashing on purpose\n")
+            sys.stderr.flush()
+            os._exit(3)
+        if mode == "permission":
+            return await self._permission(session_id, cancelled)
+        if mode == "ask-after-cancel":
+            await self._say(session_id, "working on it")
+            await cancelled.wait()
+            await self._permission(session_id, cancelled)
+            return PromptResponse(stop_reason="cancelled")
+        if mode == "huge":
+            size = int(self.options.chunk_kb * 1024)
+            total = int(self.options.huge_mb * 1024 * 1024)
+            for index in range(-(-total // size)):
+                letter = "abcdefghijklmnopqrstuvwxyz"[index % 26]
+                await self._say(session_id, letter * min(size, total - index * size), "m1")
+            return PromptResponse(stop_reason="end_turn")
+        if mode == "inspect":
+            facts = {
+                "session_cwd": self._cwd.get(session_id),
+                "process_cwd": os.getcwd(),
+                "env": dict(os.environ),
+            }
+            await self._say(session_id, json.dumps(facts))
+            return PromptResponse(stop_reason="end_turn")
+        if mode == "error":
+            raise RequestError.internal_error({"details": "the mock agent fails this prompt"})
+        raise RequestError.invalid_params({"details": f"unknown mock mode {mode!r}"})
+
+    async def _permission(self, session_id: str, cancelled: asyncio.Event) -> PromptResponse:
+        await self._conn.session_update(
+            session_id, acp.start_tool_call("p1", "write notes.txt", kind="edit", status="pending")
+        )
+        options = [
+            PermissionOption(option_id="yes", name="Allow once", kind="allow_once"),
+            PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
+            PermissionOption(option_id="no", name="Reject", kind="reject_once"),
+            PermissionOption(option_id="never", name="Always reject", kind="reject_always"),
+        ]
+        response = await self._conn.request_permission(
+            session_id,
+            ToolCallUpdate(tool_call_id="p1", title="write notes.txt", kind="edit"),
+            options,
+        )
+        outcome = response.outcome
+        if not isinstance(outcome, AllowedOutcome):
+            await self._conn.session_update(session_id, acp.update_tool_call("p1", status="failed"))
+            await self._say(session_id, "permission: cancelled")
+            stop = "cancelled" if cancelled.is_set() else "end_turn"
+            return PromptResponse(stop_reason=stop)
+        kind = next(o.kind for o in options if o.option_id == outcome.option_id)
+        allowed = kind.startswith("allow")
+        await self._conn.session_update(
+            session_id, acp.update_tool_call("p1", status="completed" if allowed else "failed")
+        )
+        await self._say(session_id, f"permission: {kind}")
+        return PromptResponse(stop_reason=self.options.stop_reason)
+
+    # -- everything else: not supported (never the Protocol's null-answering stubs) ------
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse | None:
+        """Not supported."""
+        raise RequestError.method_not_found("session/load")
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        """Not supported."""
+        raise RequestError.method_not_found("session/list")
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse | None:
+        """Not supported."""
+        raise RequestError.method_not_found("session/set_mode")
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse | None:
+        """Not supported."""
+        raise RequestError.method_not_found("session/set_config_option")
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
+        """Not supported."""
+        raise RequestError.method_not_found("authenticate")
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        """Not supported."""
+        raise RequestError.method_not_found("session/fork")
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        """Not supported."""
+        raise RequestError.method_not_found("session/resume")
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse | None:
+        """Not supported."""
+        raise RequestError.method_not_found("session/close")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Not supported."""
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Ignored."""
+        return None
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m dsh.testing.mock_acp_agent")
+    parser.add_argument("--mode", choices=MODES, default="normal")
+    parser.add_argument("--ignore-eof", action="store_true")
+    parser.add_argument("--escapee", action="store_true")
+    parser.add_argument("--stop-reason", default="end_turn")
+    parser.add_argument("--huge-mb", type=float, default=4.0)
+    parser.add_argument("--chunk-kb", type=float, default=256.0)
+    parser.add_argument("--delay", type=float, default=30.0)
+    return parser.parse_args(argv)
+
+
+async def serve(options: argparse.Namespace) -> None:
+    """Serve ACP on stdio until stdin closes (and linger if told to)."""
+    stubborn = options.ignore_eof or options.mode == "slow-eof"
+    if stubborn:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if options.mode == "exit-on-start":
+        sys.stderr.write("mock agent: refusing to start (exit-on-start mode)\n")
+        sys.stderr.flush()
+        os._exit(7)
+    if options.mode == "slow-start":
+        await asyncio.sleep(options.delay)
+    await run_agent(MockAgent(options))
+    if stubborn:
+        sys.stderr.write("mock agent: stdin closed, staying alive\n")
+        sys.stderr.flush()
+        while True:
+            await asyncio.sleep(3600)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``python -m dsh.testing.mock_acp_agent``."""
+    options = parse_args(argv)
+    if options.escapee:
+        subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)"],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+    asyncio.run(serve(options))
+
+
+if __name__ == "__main__":
+    main()

@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
+from collections.abc import Iterable
 
-__all__ = ["describe", "live_children", "reap_zombies"]
+__all__ = [
+    "alive",
+    "cmdline",
+    "descendants",
+    "describe",
+    "live_children",
+    "reap_zombies",
+    "wait_until_gone",
+]
 
 
 def _children() -> dict[int, str]:
@@ -47,11 +57,66 @@ def reap_zombies(exclude: set[int] = frozenset()) -> None:  # type: ignore[assig
                 os.waitpid(pid, os.WNOHANG)
 
 
-def describe(pid: int) -> str:
-    """``pid: command line`` for messages."""
+def cmdline(pid: int) -> str:
+    """The command line of ``pid``, arguments joined by spaces ('' if gone or a zombie)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
-        cmdline = "?"
-    return f"{pid}: {cmdline[:200]}"
+        return ""
+
+
+def describe(pid: int) -> str:
+    """``pid: command line`` for messages."""
+    return f"{pid}: {(cmdline(pid) or '?')[:200]}"
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[:1] != [b"Z"]
+    except OSError:
+        return False
+
+
+def descendants(pid: int) -> set[int]:
+    """Live descendants of ``pid`` (children, grandchildren, ... in any session)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                rest = handle.read().rsplit(b")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(rest) > 1 and rest[0] != b"Z":
+            children.setdefault(int(rest[1]), []).append(int(entry))
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def wait_until_gone(pids: Iterable[int], within: float) -> float:
+    """Seconds until every process in ``pids`` is gone (or a zombie); AssertionError after
+    ``within``. Blocking: run it in a thread from async code. Reaps nothing, so an
+    event loop's child watcher still gets its children's exit status."""
+    pending = set(pids)
+    started = time.monotonic()
+    while True:
+        pending = {pid for pid in pending if alive(pid)}
+        elapsed = time.monotonic() - started
+        if not pending:
+            return elapsed
+        if elapsed > within:
+            raise AssertionError(
+                f"still running after {within} s:\n"
+                + "\n".join(describe(p) for p in sorted(pending))
+            )
+        time.sleep(0.005)

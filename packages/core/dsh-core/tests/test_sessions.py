@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh.core import Context, SessionError, SessionHeader, SessionStore, parse_preset
+from dsh.core import Context, Session, SessionError, SessionHeader, SessionStore, parse_preset
 
 pytestmark = pytest.mark.anyio
 
@@ -107,3 +107,42 @@ async def test_persisted_agent_resumes_from_disk(tmp_path: Path) -> None:
         outcome = await agent.run("second")
         assert outcome.turn == 2
         assert agent.session.events[-2].data["content"][0]["text"] == "Done: second"
+
+
+def test_seeded_log_behaves_like_a_list_without_copying_the_seed() -> None:
+    parent = Session(SessionHeader("p"))
+    for i in range(6):
+        parent.append("turn/end" if i % 3 == 2 else "x", {"i": i})
+    prefix = parent.completed_prefix()
+    assert len(prefix) == 6
+    child = Session(SessionHeader("c"), prefix)
+    for i in range(3):
+        child.append("own", {"i": 10 + i})
+    reference = list(parent.events[:6]) + [e for e in child.events if e.type == "own"]
+    log = child.events
+    assert len(log) == 9
+    assert list(log) == reference
+    assert [log[i] for i in range(-9, 9)] == reference + reference
+    assert log[2:7] == reference[2:7]
+    assert log[::-1] == reference[::-1]
+    assert list(reversed(log)) == reference[::-1]
+    assert log[0] is parent.events[0]  # shared, not copied
+    assert [e.seq for e in log] == list(range(9))
+    with pytest.raises(IndexError):
+        log[9]
+    with pytest.raises(IndexError):
+        log[-10]
+    # the parent goes on; the child's view of the seed does not change
+    parent.append("later", {})
+    assert len(child.events) == 9
+    assert child.completed_prefix()[-1].type == "turn/end"
+    # a fork of a fork
+    grandchild = Session(SessionHeader("g"), child.completed_prefix())
+    assert len(grandchild.events) == 6
+    assert list(grandchild.events) == reference[:6]
+
+
+def test_prefix_of_a_log_without_turns_is_empty() -> None:
+    session = Session(SessionHeader("s"))
+    session.append("user/message", {})
+    assert session.completed_prefix() == ()

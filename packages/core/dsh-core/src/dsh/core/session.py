@@ -16,13 +16,15 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 __all__ = [
     "Event",
+    "EventPrefix",
+    "SeededLog",
     "LoadedSession",
     "Session",
     "SessionError",
@@ -108,6 +110,86 @@ def new_session_id() -> str:
 EventSink = Callable[[Event], None]
 
 
+class EventPrefix(Sequence[Event]):
+    """The first ``length`` events of an append-only log, without copying them.
+
+    Valid because logs only ever grow: the prefix of a log never changes.
+    """
+
+    __slots__ = ("_base", "_length")
+
+    def __init__(self, base: Sequence[Event], length: int) -> None:
+        if length > len(base):
+            raise ValueError(f"prefix length {length} exceeds the log's {len(base)} events")
+        self._base = base
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | Sequence[Event]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("event index out of range")
+        return self._base[index]
+
+    def __iter__(self) -> Iterator[Event]:
+        return itertools.islice(self._base, self._length)
+
+
+class SeededLog(Sequence[Event]):
+    """A session's events: a shared seed prefix followed by the session's own events.
+
+    Forking a 100k-event parent costs the same as forking a 10-event one: the
+    seed is referenced, never copied.
+    """
+
+    __slots__ = ("_own", "_seed", "_seed_length")
+
+    def __init__(self, seed: Sequence[Event]) -> None:
+        self._seed = seed
+        self._seed_length = len(seed)
+        self._own: list[Event] = []
+
+    def append(self, event: Event) -> None:
+        """Append one of the session's own events."""
+        self._own.append(event)
+
+    def __len__(self) -> int:
+        return self._seed_length + len(self._own)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | Sequence[Event]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        seed_length = self._seed_length
+        if index < 0:
+            index += seed_length + len(self._own)
+        if index >= seed_length:
+            return self._own[index - seed_length]
+        if index < 0:
+            raise IndexError("event index out of range")
+        return self._seed[index]
+
+    def __iter__(self) -> Iterator[Event]:
+        return itertools.chain(itertools.islice(self._seed, self._seed_length), self._own)
+
+    def __reversed__(self) -> Iterator[Event]:
+        return itertools.chain(
+            reversed(self._own), reversed(EventPrefix(self._seed, self._seed_length))
+        )
+
+
 class Session:
     """An append-only event log.
 
@@ -124,14 +206,13 @@ class Session:
         writer: _JsonlWriter | None = None,
     ) -> None:
         self.header = header
-        self._events: list[Event] = list(seed)
+        self._events: list[Event] | SeededLog = SeededLog(seed) if seed else []
         self._writer = writer
         self._last_turn_end = -1
-        if self._events:
-            for index in range(len(self._events) - 1, -1, -1):
-                if self._events[index].type == "turn/end":
-                    self._last_turn_end = index
-                    break
+        for index in range(len(seed) - 1, -1, -1):  # O(1) for a completed-turn prefix
+            if seed[index].type == "turn/end":
+                self._last_turn_end = index
+                break
 
     @property
     def id(self) -> str:
@@ -162,8 +243,13 @@ class Session:
         return event
 
     def completed_prefix(self) -> Sequence[Event]:
-        """Events up to and including the last ``turn/end`` (empty if none)."""
-        return self._events[: self._last_turn_end + 1]
+        """Events up to and including the last ``turn/end`` (empty if none).
+
+        A view sharing this log's events (O(1)); it never changes, as logs only grow.
+        """
+        if self._last_turn_end < 0:
+            return ()
+        return EventPrefix(self._events, self._last_turn_end + 1)
 
     def close(self) -> None:
         """Stop writing to disk. Idempotent."""

@@ -82,9 +82,8 @@ def main() -> int:
     memory = run_worker(1000, 0.0, 1000)
     per_child = memory["rss_growth_kib"] / 1000
     print("[memory] 1,000 spawn children alive at once, instant model")
-    print(
-        f"  peak RSS growth {memory['rss_growth_kib']:,.0f} KiB = {per_child:.1f} KiB per child (target ≤ 19 KiB)"
-    )
+    growth = memory["rss_growth_kib"]
+    print(f"  peak RSS growth {growth:,.0f} KiB = {per_child:.1f} KiB per child (target ≤ 19 KiB)")
 
     slow = run_worker(1000, 0.05, 1000)
     print("\n[wall] 1,000 concurrent spawn children, model sleeps 50 ms per call")

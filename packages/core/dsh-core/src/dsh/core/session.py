@@ -24,8 +24,8 @@ from typing import Any, NamedTuple, overload
 __all__ = [
     "Event",
     "EventPrefix",
-    "SeededLog",
     "LoadedSession",
+    "SeededLog",
     "Session",
     "SessionError",
     "SessionHeader",

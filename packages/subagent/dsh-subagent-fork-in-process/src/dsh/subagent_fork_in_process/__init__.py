@@ -1,31 +1,18 @@
 """dsh.subagent_fork_in_process — the ``fork`` subagent provider.
 
-An in-process child seeded with the parent's completed turns.
-
-Load it from a preset::
+An in-process child seeded with the parent's completed turns: its events through
+the last ``turn/end``, shared, not copied. Load it from a preset::
 
     [[plugin]]
-    name = "dsh-subagent-fork-in-process"
+    name = "dsh-subagent-fork-in-process"      # config = { name = "fork" }
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from dsh.core import Context, EffectScope, Plugin
-from dsh.subagent import SubagentRuntime
 from dsh.subagent_in_process_driver import InProcessProvider
+from dsh.subagent_in_process_driver.plugin import InProcessProviderConfig, provider_plugin
 
-__all__ = ["ForkConfig", "plugin", "provider"]
-
-
-class ForkConfig(BaseModel):
-    """Config of the ``fork`` provider plugin."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field("fork", min_length=1)
-    """The provider name tools and callers use."""
+__all__ = ["InProcessProviderConfig", "plugin", "provider"]
 
 
 def provider(name: str = "fork") -> InProcessProvider:
@@ -33,9 +20,4 @@ def provider(name: str = "fork") -> InProcessProvider:
     return InProcessProvider(name, fork=True)
 
 
-def apply(ctx: Context, config: ForkConfig, effects: EffectScope) -> None:
-    """Register the provider with ``ctx.subagents``."""
-    effects.add(SubagentRuntime.of(ctx).register_provider(provider(config.name)))
-
-
-plugin = Plugin("dsh-subagent-fork-in-process", apply, ForkConfig)
+plugin = provider_plugin("dsh-subagent-fork-in-process", "fork", fork=True)

@@ -356,3 +356,33 @@ async def test_per_agent_model_config_and_closed_agent_refuses_input() -> None:
             agent.followup("more")
         with pytest.raises(ValueError, match='no LLM adapter named "nope"'):
             ctx.agents.create(model=ModelConfig(adapter="nope"))
+
+
+async def test_concurrent_aclose_calls_both_wait_until_quiescent() -> None:
+    release = anyio.Event()
+    finished: list[str] = []
+
+    async with Context.open(PRESET) as ctx:
+        agent = ctx.agents.create(model=scripted(ScriptedReply(hang=True)))
+
+        async def slow_hook() -> None:
+            await release.wait()
+
+        agent.on_close(slow_hook)
+        agent.followup("go")
+        await anyio.sleep(0.01)
+
+        async def close(name: str) -> None:
+            await agent.aclose()
+            finished.append(name)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(close, "first")
+            tg.start_soon(close, "second")
+            await anyio.sleep(0.05)
+            assert finished == []  # neither returns while the close hook is still running
+            release.set()
+        assert sorted(finished) == ["first", "second"]
+        assert agent.closed
+        assert not agent.running
+        assert ctx.agents.get(agent.id) is None

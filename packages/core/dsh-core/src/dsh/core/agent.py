@@ -1,11 +1,4 @@
-"""Agents and the agent loop.
-
-An :class:`Agent` owns a session and runs *turns*. A turn starts from a user
-message and is a loop of *steps*: build a request from the session, call the
-model, append the assistant message, run its tool calls (concurrently when every
-tool in a run of calls is concurrency-safe), append their results; until a step
-has no tool calls. The turn then ends with ``turn/end`` and a stop reason:
-``completed``, ``max-tokens``, ``refusal``, ``aborted``, ``blocked`` or ``error``.
+"""Agents: a session, a model, a system prompt, tools, and the turns they run.
 
 Messages reach an agent four ways:
 
@@ -16,8 +9,14 @@ Messages reach an agent four ways:
 * :meth:`Agent.cancel` aborts the running turn (queued messages are kept; the
   agent stays paused until the next :meth:`followup` or :meth:`resume`).
 
-Turns run as tasks in the context's task group, so no agent task outlives the
-context; :meth:`Agent.aclose` cancels and waits until the agent is quiescent.
+A steered message or notice that arrives during the last step of a turn (when
+there is no next step to deliver it to) starts the next turn instead of waiting
+for one; an inject that arrives then is added to the log without a turn.
+
+A turn runs in the caller's task when the caller waits for it (:meth:`Agent.drive`,
+:meth:`Agent.run`), else as a task owned by the context, so no agent task
+outlives the context; :meth:`Agent.aclose` cancels and waits until the agent is
+quiescent. The turn itself is in :mod:`dsh.core.turn`.
 """
 
 from __future__ import annotations
@@ -25,18 +24,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from dsh.core.content import Content, as_blocks, text_of
+from dsh.core.content import Content, as_blocks
 from dsh.core.effects import Disposer
-from dsh.core.llm import BoundModel, ModelDone, ModelError, ModelRequest, TextDelta, ToolCall
+from dsh.core.llm import BoundModel
 from dsh.core.prompt import PromptSections
 from dsh.core.session import Event, Session
 from dsh.core.signals import AbortSignal
-from dsh.core.tools import AgentTools, ToolContext, ToolResult, TurnBlocked
+from dsh.core.tools import AgentTools
+from dsh.core.turn import StopReason, TurnOutcome, last_output, run_turn
 
 if TYPE_CHECKING:
     from dsh.core.context import Context
@@ -45,39 +45,10 @@ __all__ = ["Agent", "AgentObserver", "StopReason", "TurnOutcome", "last_output"]
 
 _log = logging.getLogger("dsh.core.agent")
 
-StopReason = Literal["completed", "max-tokens", "refusal", "aborted", "blocked", "error"]
 
 AgentObserver = Callable[[Event], None]
 """Called for every event appended to the agent's session, and for transient
 ``assistant/delta`` events (``seq == -1``) carrying streamed text."""
-
-
-class TurnOutcome:
-    """How a turn ended: ``stop_reason``, an ``error`` message where there was one."""
-
-    __slots__ = ("error", "stop_reason", "turn")
-
-    def __init__(self, turn: int, stop_reason: StopReason, error: str | None) -> None:
-        self.turn = turn
-        self.stop_reason = stop_reason
-        self.error = error
-
-    @classmethod
-    def of(cls, event: Event) -> TurnOutcome:
-        """Read a ``turn/end`` event."""
-        data = event.data
-        return cls(int(data.get("turn", 0)), data["stop_reason"], data.get("error"))
-
-
-def last_output(events: Sequence[Event], start: int = 0) -> str:
-    """Text of the last non-empty assistant message in ``events[start:]``."""
-    for index in range(len(events) - 1, start - 1, -1):
-        event = events[index]
-        if event.type == "assistant/message":
-            text = text_of(event.data.get("content"))
-            if text:
-                return text
-    return ""
 
 
 class Agent:
@@ -88,6 +59,8 @@ class Agent:
         "_blocked",
         "_cancel_cause",
         "_closed",
+        "_closers",
+        "_closing",
         "_delta_observers",
         "_driver_pending",
         "_idle",
@@ -143,6 +116,8 @@ class Agent:
         self._turn_signal: AbortSignal | None = None
         self._cancel_cause: str | None = None
         self._blocked: str | None = None
+        self._closers: list[Callable[[], Awaitable[None]]] | None = None
+        self._closing: asyncio.Event | None = None
 
     # -- identity -----------------------------------------------------------------
 
@@ -171,6 +146,11 @@ class Agent:
     def closed(self) -> bool:
         """True once :meth:`aclose` has started."""
         return self._closed
+
+    @property
+    def paused(self) -> bool:
+        """True after :meth:`cancel` until the next :meth:`followup` or :meth:`resume`."""
+        return self._paused
 
     def __repr__(self) -> str:
         return f"<Agent {self.label or self.id} depth={self.depth} turns={self.turns}>"
@@ -226,11 +206,17 @@ class Agent:
 
     def notify(self, content: Content, *, source: Mapping[str, Any] | None = None) -> None:
         """Deliver a runtime notice (job or child settlement): into the running turn,
-        or as a new turn when idle. It is marked ``kind = "notice"``, not a user's words."""
+        or as a new turn when idle. It is marked ``kind = "notice"``, not a user's words.
+        A paused agent (after :meth:`cancel`) keeps it queued until it is resumed."""
         self._check_open()
         extra = {"kind": "notice", "source": dict(source or {})}
         if self._running:
             self._pending_steer().append((as_blocks(content), extra))
+            return
+        if self._paused:
+            if self._queue is None:
+                self._queue = deque()
+            self._queue.append((as_blocks(content), extra))
             return
         self._enqueue(as_blocks(content), extra)
 
@@ -314,11 +300,26 @@ class Agent:
                 return TurnOutcome.of(event)
         raise RuntimeError(f"agent {self.id} went idle without ending a turn")
 
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> Disposer:
+        """Await ``closer()`` when this agent closes, after its turn and jobs have
+        stopped (newest first; shielded; a failure is logged). Services that keep
+        work alive on the agent's behalf (e.g. continuable children) drain here."""
+        if self._closers is None:
+            self._closers = []
+        self._closers.append(closer)
+
+        def remove() -> None:
+            if self._closers is not None and closer in self._closers:
+                self._closers.remove(closer)
+
+        return remove
+
     def close_now(self) -> bool:
-        """Close at once if already quiescent (no turn, no running job); else False."""
+        """Close at once if already quiescent (no turn, no running job, no close
+        hook); else False."""
         if self._closed:
             return True
-        if self._running or self.ctx.jobs.has_running(self.id):
+        if self._running or self._closers or self.ctx.jobs.has_running(self.id):
             return False
         self._closed = True
         if self._queue:
@@ -328,21 +329,40 @@ class Agent:
         return True
 
     async def aclose(self, cause: str = "agent closed") -> None:
-        """Cancel any turn, wait until quiescent, release the session. Idempotent."""
-        if self._closed or self.close_now():
+        """Cancel any turn, wait until quiescent, release the session. Idempotent;
+        a concurrent call returns only once the first has finished."""
+        if self._closed:
+            if self._closing is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._closing.wait()
+            return
+        if self.close_now():
             return
         self._closed = True
+        self._closing = closing = asyncio.Event()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._wind_down(cause)
+        finally:
+            self.session.close()
+            self.ctx.agents._forget(self)
+            closing.set()
+
+    async def _wind_down(self, cause: str) -> None:
         if self._queue:
             self._queue.clear()
         if self._running:
             self._paused = True
             self.cancel(cause)
-            with anyio.CancelScope(shield=True):
-                await self.when_idle()
+            await self.when_idle()
         if self.ctx.jobs.has_running(self.id):
             await self.ctx.jobs.kill_owned(self.id, cause)
-        self.session.close()
-        self.ctx.agents._forget(self)
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                await closer()
+            except Exception:
+                _log.exception("close hook %r of agent %s failed", closer, self.id)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -377,7 +397,9 @@ class Agent:
     async def _drive(self) -> None:
         try:
             while self._queue and not self._closed:
-                await self._run_turn(*self._queue.popleft())
+                await run_turn(self, *self._queue.popleft())
+                if self._steer:
+                    self._promote_pending()
                 if self._paused:
                     break
         finally:
@@ -388,193 +410,27 @@ class Agent:
                 self._idle.set()
                 self._idle = None
 
-    async def _run_turn(
-        self, content: list[dict[str, Any]], extra: dict[str, Any] | None = None
-    ) -> None:
-        self.turns += 1
-        turn = self.turns
-        message: dict[str, Any] = {"content": content}
-        if extra:
-            message.update(extra)
-        self._append("user/message", message)
-        self._append("turn/start", {"turn": turn})
-        self._blocked = None
-        signal = AbortSignal()
-        self._turn_signal = signal
-        stop: StopReason = "completed"
-        error: str | None = None
-        try:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self._cancel_cause is not None:
-                    # cancel() arrived after followup() but before this turn began.
-                    signal.abort(self._cancel_cause)
-                    scope.cancel()
-                try:
-                    stop = await self._steps(signal)
-                except ModelError as exc:
-                    stop, error = "error", f"model call failed: {exc}"
-                except TurnBlocked as exc:
-                    stop, error = "blocked", str(exc) or "blocked"
-                except _StepLimit as exc:
-                    stop, error = "error", str(exc)
-                except Exception as exc:
-                    _log.exception("turn %d of agent %s failed", turn, self.id)
-                    stop, error = "error", f"internal error: {type(exc).__name__}: {exc}"
-        except BaseException:
-            # Cancelled from outside the turn (the task running it, or the context
-            # closing): record the turn as aborted and let the cancellation go on.
-            self._scope = None
-            cause = self._cancel_cause or "cancelled from outside the turn"
-            signal.abort(cause)
-            self._end_turn(turn, "aborted", cause)
-            raise
-        self._scope = None
-        if (
-            scope.cancelled_caught
-            or stop == "aborted"
-            or (self._cancel_cause is not None and stop == "completed")
-        ):
-            stop, error = "aborted", self._cancel_cause or "cancelled"
-        signal.abort("turn ended")
-        self._end_turn(turn, stop, error)
-
-    def _end_turn(self, turn: int, stop: StopReason, error: str | None) -> None:
-        data: dict[str, Any] = {"turn": turn, "stop_reason": stop}
-        if error is not None:
-            data["error"] = error
-        self._turn_signal = None
-        self._cancel_cause = None
-        self._append("turn/end", data)
+    def _promote_pending(self) -> None:
+        """Messages meant for a turn that ended before its next step: injects go
+        into the log; the first steer or notice starts the next turn (ahead of
+        queued followups) and the rest are delivered at that turn's first step."""
+        pending, self._steer = self._steer or [], None
+        promoted: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+        for blocks, extra in pending:
+            if extra.get("kind") == "inject":
+                self._append("user/message", {"content": blocks, **extra})
+            else:
+                promoted.append((blocks, extra))
+        if promoted:
+            if self._queue is None:
+                self._queue = deque()
+            self._queue.appendleft(promoted[0])
+            self._steer = promoted[1:] or None
 
     def _flush_steer(self) -> None:
         pending, self._steer = self._steer, None
         for blocks, extra in pending or ():
             self._append("user/message", {"content": blocks, **extra})
-
-    async def _steps(self, signal: AbortSignal) -> StopReason:
-        session = self.session
-        model = self.model
-        step = 0
-        while True:
-            if signal.aborted:
-                # Cancelled without reaching an await point (e.g. before the turn began).
-                return "aborted"
-            if self._steer:
-                self._flush_steer()
-            step += 1
-            if step > self.max_steps:
-                raise _StepLimit(f"step limit reached ({self.max_steps} model calls in one turn)")
-            request = ModelRequest(
-                model.model, self.prompt.render(), session.events, self.tools.specs(), model.options
-            )
-            parts: list[str] = []
-            calls: list[ToolCall] = []
-            done: ModelDone | None = None
-            stream = model.adapter.stream(request, signal)
-            try:
-                async for item in stream:
-                    if type(item) is TextDelta:
-                        parts.append(item.text)
-                        if self._delta_observers:
-                            delta = Event(-1, "assistant/delta", {"text": item.text}, 0.0)
-                            self._notify(self._delta_observers, delta)
-                    elif type(item) is ToolCall:
-                        calls.append(item)
-                    elif type(item) is ModelDone:
-                        done = item
-            finally:
-                aclose = getattr(stream, "aclose", None)
-                if aclose is not None:
-                    await aclose()
-            if done is None:
-                raise ModelError("the model stream ended without a final event")
-            text = "".join(parts)
-            message: dict[str, Any] = {
-                "content": [{"type": "text", "text": text}] if text else [],
-                "stop_reason": done.stop_reason,
-            }
-            if done.usage is not None:
-                message["usage"] = done.usage.to_json()
-            self._append("assistant/message", message)
-            if done.stop_reason == "max-tokens":
-                return "max-tokens"
-            if done.stop_reason == "refusal":
-                return "refusal"
-            if not calls:
-                return "completed"
-            for call in calls:
-                self._append(
-                    "tool/call", {"id": call.id, "name": call.name, "arguments": call.arguments}
-                )
-            results = await self._run_tools(calls, signal)
-            for call, result in zip(calls, results, strict=True):
-                data: dict[str, Any] = {
-                    "call_id": call.id,
-                    "name": call.name,
-                    "content": result.blocks(),
-                    "is_error": result.is_error,
-                }
-                if result.data is not None:
-                    data["data"] = result.data
-                self._append("tool/result", data)
-            if self._blocked is not None:
-                raise TurnBlocked(self._blocked)
-
-    async def _run_tools(self, calls: list[ToolCall], signal: AbortSignal) -> list[ToolResult]:
-        results: list[ToolResult | None] = [None] * len(calls)
-        index = 0
-        while index < len(calls):
-            tool = self.tools.get(calls[index].name)
-            end = index + 1
-            if tool is not None and tool.concurrency_safe:
-                while end < len(calls):
-                    nxt = self.tools.get(calls[end].name)
-                    if nxt is None or not nxt.concurrency_safe:
-                        break
-                    end += 1
-            if end - index == 1:
-                results[index] = await self._run_tool(calls[index], signal)
-            else:
-                async with anyio.create_task_group() as tg:
-                    for position in range(index, end):
-                        tg.start_soon(
-                            self._run_tool_into, calls[position], signal, results, position
-                        )
-            index = end
-        return [
-            r if r is not None else ToolResult("tool produced no result", True) for r in results
-        ]
-
-    async def _run_tool_into(
-        self, call: ToolCall, signal: AbortSignal, into: list[ToolResult | None], position: int
-    ) -> None:
-        into[position] = await self._run_tool(call, signal)
-
-    async def _run_tool(self, call: ToolCall, signal: AbortSignal) -> ToolResult:
-        if self.tools.refusal is not None:
-            return ToolResult(self.tools.refusal, is_error=True)
-        tool = self.tools.get(call.name)
-        if tool is None:
-            available = ", ".join(self.tools.names()) or "none"
-            return ToolResult(
-                f'unknown tool "{call.name}" (available tools: {available})', is_error=True
-            )
-        tool_signal, unlink = signal.linked()
-        try:
-            return await tool.invoke(call.arguments, ToolContext(self, call.id, tool_signal))
-        except TurnBlocked as exc:
-            self._blocked = str(exc) or f"tool {call.name} blocked the turn"
-            return ToolResult(f"blocked: {self._blocked}", is_error=True)
-        except Exception as exc:
-            _log.debug("tool %s failed", call.name, exc_info=True)
-            return ToolResult(f"tool {call.name} failed: {type(exc).__name__}: {exc}", True)
-        finally:
-            unlink()
-
-
-class _StepLimit(Exception):
-    pass
 
 
 def _turns_so_far(events: Sequence[Event]) -> int:

@@ -115,24 +115,32 @@ class AgentRegistry:
         model: ModelConfig | BoundModel | None = None,
         tools: ToolView | None = None,
         label: str | None = None,
+        prompt: PromptSections | None = None,
+        max_steps: int | None = None,
     ) -> Agent:
-        """Re-open a persisted session as a live agent (a torn tail is cut off)."""
+        """Re-open a persisted session as a live agent (a torn tail is cut off).
+
+        A turn the log shows started but never ended (the process stopped during
+        it) is closed first with stop reason ``aborted``. ``prompt`` is the system
+        prompt (default: the deployment's sections).
+        """
         if session_id in self._live:
             raise SessionError(f"session {session_id!r} is already live")
         store = self._ctx.sessions
         if store is None:
             raise ConfigError("resuming a session needs a session store (set sessions_dir)")
         session, _torn = store.resume(session_id)
+        _close_cut_off_turn(session)
         parent = self._live.get(session.header.parent_session or "")
         agent = Agent(
             self._ctx,
             session,
             self._resolve_model(model, parent),
-            self._ctx.prompt.copy(),
+            (prompt if prompt is not None else self._ctx.prompt).copy(),
             AgentTools(tools if tools is not None else self._ctx.tools.view()),
             parent_id=session.header.parent_session,
             label=label,
-            max_steps=self._ctx.defaults.max_steps,
+            max_steps=max_steps or self._ctx.defaults.max_steps,
         )
         self._live[agent.id] = agent
         return agent
@@ -167,6 +175,26 @@ class AgentRegistry:
         if parent is not None:
             return parent.model
         return self._ctx.default_model()
+
+
+def _close_cut_off_turn(session: Session) -> None:
+    """Append ``turn/end`` (aborted) for a last turn that started but never ended."""
+    events = session.events
+    for index in range(len(events) - 1, -1, -1):
+        kind = events[index].type
+        if kind == "turn/end":
+            return
+        if kind == "turn/start":
+            turn = int(events[index].data.get("turn", 0))
+            session.append(
+                "turn/end",
+                {
+                    "turn": turn,
+                    "stop_reason": "aborted",
+                    "error": "the process stopped before this turn ended",
+                },
+            )
+            return
 
 
 def default_cwd() -> str:

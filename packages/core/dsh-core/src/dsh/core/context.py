@@ -77,6 +77,8 @@ class Context:
         self._tasks: set[asyncio.Task[Any]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._default_model: BoundModel | None = None
+        self.closing = False
+        """True once :meth:`aclose` has started: runtime notices are no longer delivered."""
 
     @classmethod
     @asynccontextmanager
@@ -124,6 +126,7 @@ class Context:
 
     async def aclose(self) -> None:
         """Run close hooks (newest first), kill jobs, close agents, unload plugins."""
+        self.closing = True
         while self._closers:
             closer = self._closers.pop()
             try:

@@ -1,9 +1,12 @@
 """Background jobs (``ctx.jobs``): work owned by an agent that outlives a tool call.
 
 A job has an id ``<kind>-N``, a status (``running``, ``stopping``, ``completed``,
-``killed``, ``failed``), and settles once. When it settles its owner gets a
-completion notice (a runtime message, not a user's words). An owner may have at
-most :data:`MAX_RUNNING_PER_OWNER` running jobs; closing the owner kills its jobs.
+``killed``, ``failed``), and settles once. When it settles its owner gets exactly
+one completion notice (a runtime message marked ``kind = "notice"``, not a user's
+words), unless the owner is closing, the context is closing, or the owner itself
+stopped the job with ``kill(..., notify=False)`` (``job_kill`` reports the final
+state in its own result). An owner may have at most :data:`MAX_RUNNING_PER_OWNER`
+running jobs; closing the owner kills its jobs and waits until they have ended.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ __all__ = [
     "JobOutcome",
     "JobRegistry",
     "JobStatus",
+    "describe_job",
 ]
 
 _log = logging.getLogger("dsh.core.jobs")
@@ -45,12 +49,17 @@ class JobError(Exception):
 
 @dataclass(slots=True)
 class JobOutcome:
-    """What a job function returns: its output, and whether it failed."""
+    """What a job function returns: its output, and whether it failed or was killed.
+
+    ``killed`` reports work that was stopped from elsewhere (e.g. a child run that
+    settled ``aborted``): the job settles ``killed`` rather than ``completed``.
+    """
 
     output: str = ""
     failed: bool = False
     diagnostic: str | None = None
     data: Any = None
+    killed: bool = False
 
 
 JobFunction = Callable[[AbortSignal], Awaitable[JobOutcome]]
@@ -67,6 +76,7 @@ class Job:
         "id",
         "kill_reason",
         "kind",
+        "notify_owner",
         "outcome",
         "owner_id",
         "signal",
@@ -82,6 +92,8 @@ class Job:
         self.status: JobStatus = "running"
         self.outcome: JobOutcome | None = None
         self.kill_reason: str | None = None
+        self.notify_owner = True
+        """False once the owner stopped the job itself (no completion notice then)."""
         self.started_at = time.time()
         self.ended_at: float | None = None
         self.signal = AbortSignal()
@@ -125,17 +137,27 @@ class JobRegistry:
         self._ctx = ctx
         self._jobs: dict[str, Job] = {}
         self._counters: dict[str, itertools.count[int]] = {}
+        self._closing = False
 
-    def start(self, owner: Agent, kind: str, fn: JobFunction, *, description: str = "") -> Job:
-        """Start ``fn(signal)`` as a job of ``owner``; raises :class:`JobError` at the cap."""
-        if not kind or not kind.replace("_", "a").isalnum():
-            raise JobError(f"invalid job kind {kind!r}: use letters, digits and '_'")
+    def check_capacity(self, owner: Agent) -> None:
+        """Raise :class:`JobError` if ``owner`` may not start another job now
+        (it is closed, the context is closing, or it is at the running-job cap)."""
+        if self._closing:
+            raise JobError("no new jobs: the context is closing")
+        if owner.closed:
+            raise JobError(f"agent {owner.label or owner.id} is closed and cannot start jobs")
         running = sum(1 for j in self._jobs.values() if j.owner_id == owner.id and not j.settled)
         if running >= MAX_RUNNING_PER_OWNER:
             raise JobError(
                 f"agent {owner.label or owner.id} already has {running} running jobs (the limit is"
                 f" {MAX_RUNNING_PER_OWNER}); wait for one with job_output or stop one with job_kill"
             )
+
+    def start(self, owner: Agent, kind: str, fn: JobFunction, *, description: str = "") -> Job:
+        """Start ``fn(signal)`` as a job of ``owner``; raises :class:`JobError` at the cap."""
+        if not kind or not kind.replace("_", "a").isalnum():
+            raise JobError(f"invalid job kind {kind!r}: use letters, digits and '_'")
+        self.check_capacity(owner)
         counter = self._counters.setdefault(kind, itertools.count(1))
         job = Job(f"{kind}-{next(counter)}", kind, owner.id, description)
         self._jobs[job.id] = job
@@ -150,14 +172,17 @@ class JobRegistry:
         """Jobs (of ``owner_id`` if given), oldest first."""
         return [j for j in self._jobs.values() if owner_id is None or j.owner_id == owner_id]
 
-    def kill(self, job_id: str, reason: str = "killed") -> Job:
-        """Ask a job to stop (status ``stopping`` until its task has ended)."""
+    def kill(self, job_id: str, reason: str = "killed", *, notify: bool = True) -> Job:
+        """Ask a job to stop (status ``stopping`` until its task has ended; ``await
+        job.wait()`` for that). ``notify=False``: the owner asked, so it gets no
+        completion notice."""
         job = self._jobs.get(job_id)
         if job is None:
             raise JobError(f'no job "{job_id}"')
         if not job.settled and job.status == "running":
             job.status = "stopping"
             job.kill_reason = reason
+            job.notify_owner = notify
             job.signal.abort(reason)
             if job._scope is not None:
                 job._scope.cancel()
@@ -171,13 +196,14 @@ class JobRegistry:
         """Kill every running job of ``owner_id`` and wait until they have ended."""
         jobs = [j for j in self._jobs.values() if j.owner_id == owner_id and not j.settled]
         for job in jobs:
-            self.kill(job.id, reason)
+            self.kill(job.id, reason, notify=False)
         with anyio.CancelScope(shield=True):
             for job in jobs:
                 await job.wait()
 
     async def aclose(self) -> None:
-        """Kill every job and wait for all of them."""
+        """Refuse new jobs, kill every job and wait for all of them."""
+        self._closing = True
         for owner in {j.owner_id for j in self._jobs.values() if not j.settled}:
             await self.kill_owned(owner, "context closed")
 
@@ -199,6 +225,9 @@ class JobRegistry:
             if job.status == "stopping" or outcome is None:
                 job.status = "killed"
                 job.outcome = outcome or JobOutcome(diagnostic=job.kill_reason or "cancelled")
+            elif outcome.killed:
+                job.status = "killed"
+                job.outcome = outcome
             else:
                 job.status = "failed" if outcome.failed else "completed"
                 job.outcome = outcome
@@ -206,18 +235,36 @@ class JobRegistry:
             self._notify_owner(job)
 
     def _notify_owner(self, job: Job) -> None:
+        if not job.notify_owner or self._closing or self._ctx.closing:
+            return
         owner = self._ctx.agents.get(job.owner_id)
         if owner is None or owner.closed:
             return
-        outcome = job.outcome or JobOutcome()
-        lines = [f"[runtime notice] job {job.id} ({job.kind}) {job.status}."]
-        if job.description:
-            lines.append(f"Description: {job.description}")
-        if outcome.output:
-            lines.append(f"Output:\n{outcome.output}")
-        if outcome.diagnostic:
-            lines.append(f"Diagnostic: {outcome.diagnostic}")
         try:
-            owner.notify("\n".join(lines), source={"job_id": job.id, "status": job.status})
+            owner.notify(
+                describe_job(job, prefix="[runtime notice] "),
+                source={"type": "job", "job_id": job.id, "status": job.status},
+            )
         except Exception:
             _log.exception("could not notify owner of job %s", job.id)
+
+
+def describe_job(job: Job, *, prefix: str = "") -> str:
+    """What the owner reads about ``job``: status line, description, output, diagnostic."""
+    elapsed = (job.ended_at or time.time()) - job.started_at
+    if job.settled:
+        lines = [f"{prefix}job {job.id} ({job.kind}) {job.status} after {elapsed:.1f}s."]
+    else:
+        lines = [f"{prefix}job {job.id} ({job.kind}) is {job.status} ({elapsed:.1f}s so far)."]
+    if job.description:
+        lines.append(f"Description: {job.description}")
+    if job.kill_reason is not None and job.status in ("stopping", "killed"):
+        lines.append(f"Stopped because: {job.kill_reason}")
+    outcome = job.outcome
+    if outcome is not None:
+        if outcome.output:
+            lines.append(f"Output:\n{outcome.output}")
+        diagnostic = outcome.diagnostic
+        if diagnostic and diagnostic not in outcome.output and diagnostic != job.kill_reason:
+            lines.append(f"Diagnostic: {diagnostic}")
+    return "\n".join(lines)

@@ -5,6 +5,11 @@ prefix. Everything else is shared: depth, persona, tool filter, structured
 output, the descriptor event, settlement from the child's ``turn/end``, and
 cancellation through the request signal.
 
+Both also run *continuable* children (:meth:`InProcessProvider.prepare_continuable`):
+the same child agent, handed to the subagent runtime's continuable registry
+instead of being watched for one result, and re-opened from its persisted
+session when its activation is gone.
+
 The hot path allocates no task of its own: the child's turn runs as the
 agent's task in the context, and the run settles from an observer of the
 child's session.
@@ -105,6 +110,36 @@ class InProcessProvider:
         unlink = request.signal.on_abort(child.cancel)
         child.followup(request.prompt_blocks)
         return run
+
+    async def prepare_continuable(
+        self, request: SubagentStartRequest, *, resume: str | None = None
+    ) -> Agent:
+        """A continuable child's activation (no turn started): a new child for
+        ``request``, or with ``resume`` the persisted child session of that id
+        re-opened with ``request``'s scope (persona, tool filter, agent options)."""
+        if request.signal.aborted:
+            raise SubagentError(f"subagent start aborted: {request.signal.reason}", "ABORTED")
+        if request.output_schema is not None:
+            raise SubagentError(
+                "continuable children do not take an output_schema", "INVALID_REQUEST"
+            )
+        parent = request.parent
+        if resume is None:
+            child = self.create_child(request)
+            descriptor = _descriptor(self, request, child, parent)
+            descriptor["continuable"] = True
+            child.record(DESCRIPTOR_EVENT, descriptor)
+            return child
+        options, model = self._options(parent, request.agent_options)
+        base = parent.prompt if self.fork else parent.ctx.prompt
+        return parent.ctx.agents.resume(
+            resume,
+            model=model,
+            tools=_child_tools(parent, request),
+            label=request.label,
+            prompt=self._child_prompt(base, request.persona),
+            max_steps=options.max_steps,
+        )
 
     def create_child(self, request: SubagentStartRequest) -> Agent:
         """The child agent for ``request`` (no turn started yet)."""

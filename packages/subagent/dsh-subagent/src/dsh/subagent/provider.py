@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from dsh.subagent.run import SubagentRun
 from dsh.subagent.types import SubagentCapabilities, SubagentStartRequest
 
-__all__ = ["SubagentProvider", "supports_continuable"]
+if TYPE_CHECKING:
+    from dsh.core import Agent
+
+__all__ = ["ContinuableProvider", "SubagentProvider", "supports_continuable"]
 
 
 @runtime_checkable
@@ -30,6 +33,25 @@ class SubagentProvider(Protocol):
 
     async def start(self, request: SubagentStartRequest) -> SubagentRun:
         """Start a child for ``request`` and publish it as a run."""
+        ...
+
+
+@runtime_checkable
+class ContinuableProvider(SubagentProvider, Protocol):
+    """A provider that can run continuable children (has ``prepare_continuable``)."""
+
+    async def prepare_continuable(
+        self, request: SubagentStartRequest, *, resume: str | None = None
+    ) -> Agent:
+        """The child's activation: an agent with no turn started (the runtime
+        delivers the messages and watches its turns).
+
+        Without ``resume``: a new child for ``request`` (its session persisted when
+        the context has a session store). With ``resume``: re-open the persisted
+        child session ``resume`` with the scope ``request`` carries (rebuilt by the
+        runtime from the child's own record); ``request.parent`` is the live parent.
+        Must honour ``request.signal`` and leave nothing running if it raises.
+        """
         ...
 
 

@@ -9,6 +9,8 @@ from typing import Any
 import anyio
 
 from dsh.core import Context, Disposer
+from dsh.subagent.continuable import ContinuableChildren
+from dsh.subagent.continuable_record import ContinuableChild
 from dsh.subagent.errors import SubagentError
 from dsh.subagent.provider import SubagentProvider
 from dsh.subagent.run import SubagentRun
@@ -39,7 +41,7 @@ class SubagentRuntime:
     Get the one of a context with :meth:`of`. Events go on ``ctx.events``:
     ``subagent/provider-added`` / ``-removed`` (data ``{"name"}``), and per run
     ``subagent/start`` then exactly one ``subagent/end``, scoped to the parent
-    agent's id.
+    agent's id. Continuable children live in :attr:`continuable`.
     """
 
     def __init__(self, ctx: Context) -> None:
@@ -47,6 +49,13 @@ class SubagentRuntime:
         self._providers: dict[str, SubagentProvider] = {}
         self._live: dict[str, SubagentRun] = {}
         self._draining = False
+        self.continuable = ContinuableChildren(ctx, self)
+        """The registry of continuable children (send_message, interrupt, list, report)."""
+
+    @property
+    def draining(self) -> bool:
+        """True once the context is closing (new starts raise ``DRAINING``)."""
+        return self._draining
 
     @classmethod
     def of(cls, ctx: Context) -> SubagentRuntime:
@@ -106,6 +115,20 @@ class SubagentRuntime:
         ``subagent/start`` and, when the result settles, one ``subagent/end``.
         A start that raises emits nothing and leaves nothing running.
         """
+        provider = self.check_start(name, request)
+        run = await provider.start(request)
+        self._observe(run, request)
+        return run
+
+    async def start_continuable(self, name: str, request: SubagentStartRequest) -> ContinuableChild:
+        """Start a continuable child on provider ``name`` (one with
+        ``prepare_continuable``); returns once it accepted its first message.
+        See :class:`~dsh.subagent.continuable.ContinuableChildren`."""
+        return await self.continuable.start(name, request)
+
+    def check_start(self, name: str, request: SubagentStartRequest) -> SubagentProvider:
+        """The gate every start passes, in order: the provider, its capabilities,
+        ``max_depth`` / ``output_schema`` / depth, draining, the signal."""
         provider = self._providers.get(name)
         if provider is None:
             raise SubagentError(f'no subagent provider registered for "{name}"', "NO_PROVIDER")
@@ -126,9 +149,7 @@ class SubagentRuntime:
             raise SubagentError("the subagent runtime is shutting down", "DRAINING")
         if request.signal.aborted:
             raise SubagentError(f"subagent start aborted: {request.signal.reason}", "ABORTED")
-        run = await provider.start(request)
-        self._observe(run, request)
-        return run
+        return provider
 
     def _observe(self, run: SubagentRun, request: SubagentStartRequest) -> None:
         parent = request.parent
@@ -159,8 +180,10 @@ class SubagentRuntime:
         run.on_disposed(lambda: self._live.pop(run.id, None))
 
     async def aclose(self) -> None:
-        """Refuse new starts and dispose every live run (the context is closing)."""
+        """Refuse new starts, drain continuable children and dispose every live run
+        (the context is closing)."""
         self._draining = True
+        await self.continuable.aclose()
         runs = list(self._live.values())
         if not runs:
             return

@@ -15,7 +15,15 @@ from dsh.subagent import (
 from dsh.tool_subagent.config import SubagentToolConfig
 from dsh.tool_subagent.outcome import tool_result_for
 
-__all__ = ["DelegateArgs", "build_tool", "describe_tool", "run_foreground", "start_request"]
+__all__ = [
+    "DelegateArgs",
+    "DelegateBackgroundArgs",
+    "DelegateContinuableArgs",
+    "build_tool",
+    "describe_tool",
+    "run_foreground",
+    "start_request",
+]
 
 
 class DelegateArgs(BaseModel):
@@ -35,6 +43,18 @@ class DelegateBackgroundArgs(DelegateArgs):
     run_in_background: bool = Field(
         False,
         description="Start the subagent as a background job and return its job id at once.",
+    )
+
+
+class DelegateContinuableArgs(DelegateArgs):
+    """``DelegateArgs`` plus ``run_in_background`` (continuable mode)."""
+
+    run_in_background: bool = Field(
+        False,
+        description=(
+            "Start the subagent in the background as a continuable agent and return its"
+            " agent id at once; you can send it more messages later."
+        ),
     )
 
 
@@ -60,10 +80,16 @@ def describe_tool(config: SubagentToolConfig, provider: SubagentProvider) -> str
         "The subagent's intermediate steps are not shown to you; only its final"
         " answer (or why it failed) is returned.",
     ]
-    if config.enable_run_in_background:
+    if config.enable_run_in_background and config.background_mode == "continuable":
         lines.append(
-            "Set run_in_background to keep working while it runs; collect the result"
-            " later with job_output."
+            "Set run_in_background to keep working while it runs: you get a notice with"
+            " its final output each time it finishes a turn, and it keeps its conversation"
+            " so you can continue it with send_message."
+        )
+    elif config.enable_run_in_background:
+        lines.append(
+            "Set run_in_background to keep working while it runs; you get a notice when it"
+            " finishes, or collect the result with job_output."
         )
     return " ".join(lines)
 
@@ -118,16 +144,16 @@ def build_tool(
     if config.enable_run_in_background:
         from dsh.tool_subagent.background import run_delegation
 
-        async def run_with_background(
-            args: DelegateBackgroundArgs, tctx: ToolContext
-        ) -> ToolResult:
+        async def run_with_background(args: DelegateArgs, tctx: ToolContext) -> ToolResult:
             return await run_delegation(runtime, config, args, tctx)
 
+        arguments: type[DelegateArgs] = (
+            DelegateContinuableArgs
+            if config.background_mode == "continuable"
+            else DelegateBackgroundArgs
+        )
         return Tool.from_model(
-            config.tool_name,
-            describe_tool(config, provider),
-            DelegateBackgroundArgs,
-            run_with_background,
+            config.tool_name, describe_tool(config, provider), arguments, run_with_background
         )
 
     async def run(args: DelegateArgs, tctx: ToolContext) -> ToolResult:

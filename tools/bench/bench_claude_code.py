@@ -34,8 +34,13 @@ from claude_agent_sdk import ClaudeAgentOptions, query
 from dsh.core import AbortSignal, Context, parse_preset
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
 from dsh.subagent_claude_code import ClaudeCodeConfig, ClaudeCodeProvider
-from dsh.testing.model_servers import AnthropicMessagesServer, MessagesReply, StreamFaults, ToolUse
-from dsh.testing.model_servers.anthropic_messages import claude_code_env
+from dsh.testing.model_servers import (
+    AnthropicMessagesServer,
+    MessagesReply,
+    StreamFaults,
+    ToolUse,
+    claude_code_env,
+)
 from dsh.testing.processes import alive, cmdline, descendants, live_children, wait_until_gone
 
 MODEL = "claude-sonnet-4-5"

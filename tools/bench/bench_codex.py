@@ -40,28 +40,11 @@ from dsh.testing.model_servers import (
     FunctionCall,
     OpenAIResponsesServer,
     ResponsesReply,
+    codex_offline_env,
     reply_with_tool_output,
 )
 
 REPO = Path(__file__).resolve().parents[2]
-
-CONFIG_TOML = """\
-model = "gpt-5.5"
-model_provider = "fake"
-[model_providers.fake]
-name = "Fake Responses API"
-base_url = "{base_url}"
-env_key = "FAKE_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-[analytics]
-enabled = false
-[features]
-plugins = false
-apps = false
-remote_plugin = false
-"""
 
 
 async def direct_once(
@@ -175,15 +158,13 @@ async def main() -> None:
     )
     prompt = "run echo please" if args.tool else "please say hello"
     with server, tempfile.TemporaryDirectory(prefix="dsh-bench-codex-") as tmp:
-        root = Path(tmp)
-        home, workspace = root / "home", root / "ws"
-        for directory in (home / ".codex", workspace, root / "tmp"):
-            directory.mkdir(parents=True)
-        (home / ".codex" / "config.toml").write_text(CONFIG_TOML.format(base_url=server.api_base))
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        offline = codex_offline_env(server.api_base, tmp)
         config = CodexConfig(
             command=[codex],
-            codex_home=str(home / ".codex"),
-            env={"HOME": str(home), "TMPDIR": str(root / "tmp"), "FAKE_API_KEY": "fake-key"},
+            codex_home=offline.pop("CODEX_HOME"),
+            env=offline,
             permission_mode="full-access",
         )
         provider = CodexProvider(config)

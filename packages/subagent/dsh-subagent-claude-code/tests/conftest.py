@@ -14,8 +14,7 @@ from dsh.core import Agent, Context, parse_preset
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_claude_code import ClaudeCodeConfig, ClaudeCodeProvider
 from dsh.subagent_claude_code.command import bundled_cli
-from dsh.testing.model_servers import AnthropicMessagesServer
-from dsh.testing.model_servers.anthropic_messages import claude_code_env
+from dsh.testing.model_servers import AnthropicMessagesServer, claude_code_env
 
 SCRIPTED_PARENT = '[agent.model]\nadapter = "scripted"\n'
 

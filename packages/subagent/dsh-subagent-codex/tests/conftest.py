@@ -21,41 +21,20 @@ import pytest
 from dsh.core import Agent, Context, parse_preset
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_codex import CodexConfig, CodexProvider
-from dsh.testing.model_servers import Hang, HTTPError, StreamFaults
+from dsh.testing.model_servers import Hang, HTTPError, StreamFaults, codex_offline_env
 from dsh.testing.model_servers.openai_responses import (
     FunctionCall,
     OpenAIResponsesServer,
     ResponsesReply,
     reply_with_tool_output,
 )
-from dsh.testing.processes import live_children
+from dsh.testing.processes import cmdline, live_children, process_tree
 
 REPO = Path(__file__).resolve().parents[4]
 DEFAULT_CODEX = REPO / ".tools" / "codex" / "bin" / "codex"
 
 HELLO = "Hello from the fake model."
 STALL_TEXT = "Partial answer before the stall"
-
-CONFIG_TOML = """\
-model = "gpt-5.5"
-model_provider = "fake"
-
-[model_providers.fake]
-name = "Fake Responses API"
-base_url = "{base_url}"
-env_key = "FAKE_API_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-
-[features]
-plugins = false
-apps = false
-remote_plugin = false
-"""
 
 
 def find_codex() -> str:
@@ -135,28 +114,20 @@ class CodexSetup:
     stall_text: str = STALL_TEXT
     workspace: Path = field(init=False)
     codex_home: Path = field(init=False)
+    env: dict[str, str] = field(init=False)
+    """The offline environment (:func:`codex_offline_env`), ``CODEX_HOME`` included."""
 
     def __post_init__(self) -> None:
         self.workspace = self.root / "ws"
-        self.codex_home = self.root / "home" / ".codex"
-        for directory in (self.workspace, self.codex_home, self.root / "tmp"):
-            directory.mkdir(parents=True, exist_ok=True)
-        (self.codex_home / "config.toml").write_text(
-            CONFIG_TOML.format(base_url=self.server.api_base)
-        )
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.env = codex_offline_env(self.server.api_base, self.root)
+        self.codex_home = Path(self.env["CODEX_HOME"])
 
     def config(self, **overrides: Any) -> dict[str, Any]:
         """Provider config (as in a preset row) for this setup."""
-        config: dict[str, Any] = {
-            "command": [self.bin],
-            "codex_home": str(self.codex_home),
-            # a private TMPDIR that does not contain CODEX_HOME (else codex warns)
-            "env": {
-                "HOME": str(self.root / "home"),
-                "TMPDIR": str(self.root / "tmp"),
-                "FAKE_API_KEY": "fake-key",
-            },
-        }
+        env = dict(self.env)
+        codex_home = env.pop("CODEX_HOME")  # the provider's own field sets it
+        config: dict[str, Any] = {"command": [self.bin], "codex_home": codex_home, "env": env}
         config.update(overrides)
         return config
 
@@ -179,24 +150,6 @@ def codex(tmp_path: Path, codex_bin: str, responses: OpenAIResponsesServer) -> C
 # -- the process table ---------------------------------------------------------------
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[-1].split()
-    except OSError:
-        return None
-    return fields[0].decode(), int(fields[1])
-
-
-def cmdline(pid: int) -> str:
-    """A process's command line ("" if gone)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
 class ProcessTable:
     """Reads /proc: process trees, codex processes, and how long a tree takes to go."""
 
@@ -206,16 +159,7 @@ class ProcessTable:
     @staticmethod
     def tree(roots: set[int]) -> set[int]:
         """Live (non-zombie) processes in ``roots`` and all their descendants."""
-        parents: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                stat = _stat(int(entry))
-                if stat is not None and stat[0] != "Z":
-                    parents[int(entry)] = stat[1]
-        tree = {pid for pid in roots if pid in parents}
-        while more := {pid for pid, ppid in parents.items() if ppid in tree and pid not in tree}:
-            tree |= more
-        return tree
+        return process_tree(roots)
 
     def new_tree(self, before: set[int]) -> set[int]:
         """This process's children started since ``before``, with their descendants."""

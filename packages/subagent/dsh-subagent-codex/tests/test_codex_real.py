@@ -15,7 +15,7 @@ import pytest
 from dsh.core import AbortSignal
 from dsh.subagent import SubagentError, SubagentRuntime, SubagentStartRequest, ToolFilter
 from dsh.testing.model_servers.openai_responses import tool_outputs
-from dsh.testing.processes import live_children
+from dsh.testing.processes import cmdline, live_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -118,7 +118,7 @@ async def test_cancel_during_a_running_tool_kills_the_tool_too(codex: Any, procs
         )
 
         def sleeping() -> bool:
-            return any("sleep 300" in procs_cmd for procs_cmd in _cmdlines(procs.new_tree(before)))
+            return any("sleep 300" in cmdline(pid) for pid in procs.new_tree(before))
 
         await procs.wait_for(sleeping)
         tree = procs.new_tree(before)
@@ -131,17 +131,6 @@ async def test_cancel_during_a_running_tool_kills_the_tool_too(codex: Any, procs
     assert result.stop_reason == "aborted", result
     assert gone_after < 1.0
     print(f"cancel during tool: tree of {len(tree)} gone {gone_after * 1000:.0f} ms")
-
-
-def _cmdlines(pids: set[int]) -> list[str]:
-    from_proc = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                from_proc.append(handle.read().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
-    return from_proc
 
 
 async def test_http_500_settles_error_quickly_without_a_retry_storm(codex: Any) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from dsh.testing.processes import cmdline
+
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
@@ -38,7 +40,7 @@ async def test_sigkilled_parent_takes_codex_and_its_tool_down(
 
         def tool_running() -> bool:
             tree = procs.tree({parent.pid})
-            return any("sleep 300" in _cmdline(pid) for pid in tree)
+            return any("sleep 300" in cmdline(pid) for pid in tree)
 
         await procs.wait_for(tool_running, timeout=30)
         tree = procs.tree({parent.pid}) - {parent.pid}
@@ -52,11 +54,3 @@ async def test_sigkilled_parent_takes_codex_and_its_tool_down(
             await parent.wait()
     assert gone_after < 1.0
     print(f"parent SIGKILLed: codex and its tool gone after {gone_after * 1000:.0f} ms")
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""

@@ -93,7 +93,6 @@ async def test_parent_delegates_through_the_tool_and_the_result_lands_in_its_log
 async def test_the_standard_preset_rows_work_once_enabled(codex: Any) -> None:
     """The disabled codex rows shipped in dsh-cli's standard preset, switched on (with the
     test's codex binary and home merged into the provider row), delegate for real."""
-    pytest.importorskip("dsh.cli")
     standard = resources.files("dsh.cli") / "presets" / "standard.toml"
     shipped = tomllib.loads(standard.read_text(encoding="utf-8"))
     rows = {row.get("id"): row for row in shipped["plugin"]}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from typing import Any
@@ -33,15 +32,7 @@ def post(
     path: str = "/v1/chat/completions",
     headers: dict[str, str] | None = None,
 ) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
-    try:
-        conn.request(
-            "POST", path, json.dumps(body), {"content-type": "application/json", **(headers or {})}
-        )
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
+    return srv.post_json(path, body, headers=headers)
 
 
 def stream(srv: OpenAIChatServer, **extra: Any) -> list[Any]:

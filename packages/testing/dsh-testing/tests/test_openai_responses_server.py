@@ -53,18 +53,7 @@ def post(
     path: str = "/v1/responses",
     headers: dict[str, str] | None = None,
 ) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
-    try:
-        conn.request(
-            "POST",
-            path,
-            json.dumps(payload),
-            {"content-type": "application/json", **(headers or {})},
-        )
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
+    return srv.post_json(path, payload, headers=headers)
 
 
 def events(srv: OpenAIResponsesServer, payload: Any) -> list[tuple[str | None, dict[str, Any]]]:

@@ -14,9 +14,10 @@
   error text for an answer.
 * ``session/cancel`` cancels the running turn.
 
-Every other ``acp.Agent`` method is overridden to answer "method not found":
-an inherited Protocol stub would answer ``null``, which a client takes for
-success.
+Every other ``acp.Agent`` method answers "method not found" (inherited from
+:class:`dsh.subagent_acp.agent_side.AcpAgentBase`): no modes, config options,
+auth methods, fork, resume (``session/load`` replays instead), close, list or
+extension methods.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from typing import Any
 
 from acp import (
     PROTOCOL_VERSION,
-    Agent,
     RequestError,
     start_tool_call,
     text_block,
@@ -40,30 +40,17 @@ from acp import (
     update_user_message_text,
 )
 from acp.schema import (
-    AcpMcpServer,
     AgentCapabilities,
     AgentMessageChunk,
-    AudioContentBlock,
-    AuthenticateResponse,
     ClientCapabilities,
-    CloseSessionResponse,
     EmbeddedResourceContentBlock,
-    ForkSessionResponse,
-    HttpMcpServer,
-    ImageContentBlock,
     Implementation,
     InitializeResponse,
-    ListSessionsResponse,
     LoadSessionResponse,
-    McpServerStdio,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
-    ResumeSessionResponse,
-    SetSessionConfigOptionResponse,
-    SetSessionModeResponse,
-    SseMcpServer,
     StopReason,
     TextContentBlock,
     TextResourceContents,
@@ -75,6 +62,7 @@ from acp.schema import (
 
 from dsh.core import Agent as DshAgent
 from dsh.core import Context, Disposer, Event, SessionError, TurnOutcome, text_of
+from dsh.subagent_acp.agent_side import AcpAgentBase, McpServer, PromptBlock
 
 __all__ = ["STOP_REASONS", "DshAcpAgent"]
 
@@ -90,14 +78,6 @@ STOP_REASONS: dict[str, StopReason] = {
 
 TURN_FAILED = -32603
 
-PromptBlock = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceContentBlock
-    | EmbeddedResourceContentBlock
-)
-McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress
 
 
@@ -112,18 +92,13 @@ class _Session:
     prompting: bool = False
 
 
-class DshAcpAgent(Agent):
+class DshAcpAgent(AcpAgentBase):
     """Serves the agents of one dsh :class:`Context` over ACP."""
 
     def __init__(self, ctx: Context, *, version: str = "0") -> None:
         self._ctx = ctx
         self._version = version
-        self._conn: Any = None
         self._sessions: dict[str, _Session] = {}
-
-    def on_connect(self, conn: Any) -> None:
-        """Keep the connection (the client proxy) for session updates."""
-        self._conn = conn
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -228,64 +203,6 @@ class DshAcpAgent(Agent):
         session = self._sessions.get(session_id)
         if session is not None:
             session.agent.cancel("cancelled by the ACP client")
-
-    # -- not supported ------------------------------------------------------------------
-
-    async def list_sessions(
-        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
-    ) -> ListSessionsResponse:
-        """Not supported."""
-        raise RequestError.method_not_found("session/list")
-
-    async def set_session_mode(
-        self, session_id: str, mode_id: str, **kwargs: Any
-    ) -> SetSessionModeResponse | None:
-        """Not supported (no modes)."""
-        raise RequestError.method_not_found("session/set_mode")
-
-    async def set_config_option(
-        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
-    ) -> SetSessionConfigOptionResponse | None:
-        """Not supported (no config options)."""
-        raise RequestError.method_not_found("session/set_config_option")
-
-    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
-        """Not supported (no auth methods are advertised)."""
-        raise RequestError.method_not_found("authenticate")
-
-    async def fork_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> ForkSessionResponse:
-        """Not supported."""
-        raise RequestError.method_not_found("session/fork")
-
-    async def resume_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> ResumeSessionResponse:
-        """Not supported (use session/load)."""
-        raise RequestError.method_not_found("session/resume")
-
-    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse | None:
-        """Not supported."""
-        raise RequestError.method_not_found("session/close")
-
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Not supported."""
-        raise RequestError.method_not_found(f"_{method}")
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        """Ignored."""
-        return None
 
     # -- plumbing -----------------------------------------------------------------------
 

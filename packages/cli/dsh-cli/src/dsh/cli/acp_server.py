@@ -14,7 +14,8 @@ stderr.
 
 Start-up is kept short: the command module imports nothing heavy, and the
 server imports only ``acp`` and ``dsh.core`` (both needed to answer
-``initialize``); see ``docs/performance.md``, "ACP cold start".
+``initialize``) and the small agent-side base ``dsh.subagent_acp.agent_side``;
+see ``docs/performance.md``, "ACP cold start".
 """
 
 from __future__ import annotations

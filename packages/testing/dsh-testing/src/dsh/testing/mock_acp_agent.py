@@ -70,34 +70,20 @@ from typing import Any
 import acp
 from acp import PROTOCOL_VERSION, RequestError, run_agent
 from acp.schema import (
-    AcpMcpServer,
     AgentCapabilities,
     AllowedOutcome,
-    AudioContentBlock,
-    AuthenticateResponse,
     ClientCapabilities,
-    CloseSessionResponse,
-    EmbeddedResourceContentBlock,
-    ForkSessionResponse,
-    HttpMcpServer,
-    ImageContentBlock,
     Implementation,
     InitializeResponse,
-    ListSessionsResponse,
-    LoadSessionResponse,
-    McpServerStdio,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
-    ResourceContentBlock,
-    ResumeSessionResponse,
-    SetSessionConfigOptionResponse,
-    SetSessionModeResponse,
-    SseMcpServer,
     TextContentBlock,
     ToolCallUpdate,
     Usage,
 )
+
+from dsh.subagent_acp.agent_side import AcpAgentBase, McpServer, PromptBlock
 
 __all__ = ["MODES", "MockAgent", "main"]
 
@@ -120,15 +106,6 @@ MODES = (
     "by-prompt",
 )
 
-PromptBlock = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceContentBlock
-    | EmbeddedResourceContentBlock
-)
-McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
-
 
 def write_raw(data: bytes) -> None:
     """Write straight to fd 1 (non-blocking under ``run_agent``: loop on partial writes)."""
@@ -142,18 +119,15 @@ def write_raw(data: bytes) -> None:
         view = view[written:]
 
 
-class MockAgent(acp.Agent):
-    """The scripted agent (see the module docstring)."""
+class MockAgent(AcpAgentBase):
+    """The scripted agent (see the module docstring); methods other than
+    ``initialize``, ``session/new``, ``session/prompt`` and ``session/cancel``
+    answer "method not found" (:class:`~dsh.subagent_acp.agent_side.AcpAgentBase`)."""
 
     def __init__(self, options: argparse.Namespace) -> None:
         self.options = options
-        self._conn: Any = None
         self._cancelled: dict[str, asyncio.Event] = {}
         self._cwd: dict[str, str] = {}
-
-    def on_connect(self, conn: Any) -> None:
-        """Keep the client proxy for updates and permission requests."""
-        self._conn = conn
 
     async def initialize(
         self,
@@ -298,75 +272,6 @@ class MockAgent(acp.Agent):
         )
         await self._say(session_id, f"permission: {kind}")
         return PromptResponse(stop_reason=self.options.stop_reason)
-
-    # -- everything else: not supported (never the Protocol's null-answering stubs) ------
-
-    async def load_session(
-        self,
-        cwd: str,
-        session_id: str,
-        mcp_servers: list[McpServer] | None = None,
-        additional_directories: list[str] | None = None,
-        **kwargs: Any,
-    ) -> LoadSessionResponse | None:
-        """Not supported."""
-        raise RequestError.method_not_found("session/load")
-
-    async def list_sessions(
-        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
-    ) -> ListSessionsResponse:
-        """Not supported."""
-        raise RequestError.method_not_found("session/list")
-
-    async def set_session_mode(
-        self, session_id: str, mode_id: str, **kwargs: Any
-    ) -> SetSessionModeResponse | None:
-        """Not supported."""
-        raise RequestError.method_not_found("session/set_mode")
-
-    async def set_config_option(
-        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
-    ) -> SetSessionConfigOptionResponse | None:
-        """Not supported."""
-        raise RequestError.method_not_found("session/set_config_option")
-
-    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
-        """Not supported."""
-        raise RequestError.method_not_found("authenticate")
-
-    async def fork_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> ForkSessionResponse:
-        """Not supported."""
-        raise RequestError.method_not_found("session/fork")
-
-    async def resume_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> ResumeSessionResponse:
-        """Not supported."""
-        raise RequestError.method_not_found("session/resume")
-
-    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse | None:
-        """Not supported."""
-        raise RequestError.method_not_found("session/close")
-
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Not supported."""
-        raise RequestError.method_not_found(f"_{method}")
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        """Ignored."""
-        return None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

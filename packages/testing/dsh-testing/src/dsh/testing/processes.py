@@ -18,6 +18,7 @@ __all__ = [
     "descendants",
     "describe",
     "live_children",
+    "process_tree",
     "reap_zombies",
     "wait_until_gone",
 ]
@@ -80,9 +81,9 @@ def alive(pid: int) -> bool:
         return False
 
 
-def descendants(pid: int) -> set[int]:
-    """Live descendants of ``pid`` (children, grandchildren, ... in any session)."""
-    children: dict[int, list[int]] = {}
+def _live_parents() -> dict[int, int]:
+    """``pid → parent pid`` of every live (non-zombie) process, read once from /proc."""
+    parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -92,15 +93,35 @@ def descendants(pid: int) -> set[int]:
         except OSError:
             continue
         if len(rest) > 1 and rest[0] != b"Z":
-            children.setdefault(int(rest[1]), []).append(int(entry))
+            parents[int(entry)] = int(rest[1])
+    return parents
+
+
+def _descendants_in(parents: dict[int, int], roots: Iterable[int]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
     found: set[int] = set()
-    stack = [pid]
+    stack = list(roots)
     while stack:
         for child in children.get(stack.pop(), ()):
             if child not in found:
                 found.add(child)
                 stack.append(child)
     return found
+
+
+def descendants(pid: int) -> set[int]:
+    """Live descendants of ``pid`` (children, grandchildren, ... in any session)."""
+    return _descendants_in(_live_parents(), [pid])
+
+
+def process_tree(roots: Iterable[int]) -> set[int]:
+    """The live (non-zombie) processes among ``roots``, with all their live descendants
+    (one consistent read of /proc)."""
+    parents = _live_parents()
+    alive_roots = {pid for pid in roots if pid in parents}
+    return alive_roots | _descendants_in(parents, alive_roots)
 
 
 def wait_until_gone(pids: Iterable[int], within: float) -> float:

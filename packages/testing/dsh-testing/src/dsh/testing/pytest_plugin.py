@@ -10,8 +10,9 @@ too, instead of escaping to init.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -28,6 +29,24 @@ def pytest_configure(config: pytest.Config) -> None:
             libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         except (OSError, AttributeError):
             pass
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, None]:
+    """Under ``CI=true`` a skipped test is a failure: a missing prerequisite must not
+    pass silently."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.skipped and _in_ci() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which must not skip: {reason}"
 
 
 @pytest.fixture

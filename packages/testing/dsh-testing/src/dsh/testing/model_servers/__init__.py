@@ -29,6 +29,7 @@ from dsh.testing.model_servers.openai_responses import (
     ResponsesReply,
     reply_with_tool_output,
 )
+from dsh.testing.model_servers.product_env import claude_code_env, codex_offline_env
 from dsh.testing.model_servers.script import NO_FAULTS, Hang, HTTPError, Reset, StreamFaults
 from dsh.testing.model_servers.server import FakeServer
 from dsh.testing.model_servers.sse import SSE_DONE, SSEEvent, parse_sse
@@ -56,6 +57,8 @@ __all__ = [
     "StreamFaults",
     "ToolUse",
     "check_request",
+    "claude_code_env",
+    "codex_offline_env",
     "echo_last_user_message",
     "last_user_text",
     "openai_error",

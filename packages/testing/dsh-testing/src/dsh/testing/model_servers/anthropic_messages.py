@@ -17,10 +17,11 @@ stream), a plain ``str`` (a text reply), the generic faults (``HTTPError``,
 ``Hang``: no headers ever, ``Reset``), or a callable of the request returning any
 of these.
 
-Requests are answered by the first matching *rule* (:meth:`AnthropicMessagesServer.when`),
-else by the script queue, else by ``default``. A rule matches text anywhere in the
-user messages' text blocks (Claude Code puts a long ``<system-reminder>`` block
-before the user's words; tool results are not searched)::
+Requests are answered by the first matching *rule* (:meth:`AnthropicMessagesServer.when`,
+see :mod:`~dsh.testing.model_servers.rules`), else by the script queue, else by
+``default``. A rule matches text anywhere in the user messages' text blocks
+(Claude Code puts a long ``<system-reminder>`` block before the user's words;
+tool results are not searched)::
 
     srv = AnthropicMessagesServer()
     srv.when("say hello", "Hello!")
@@ -40,16 +41,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsh.testing.model_servers._http import Exchange, RecordedRequest
 from dsh.testing.model_servers.openai_chat import split_text
+from dsh.testing.model_servers.rules import ContentRule, RuleServer
 from dsh.testing.model_servers.script import NO_FAULTS, StreamFaults
-from dsh.testing.model_servers.server import FakeServer
 from dsh.testing.model_servers.sse import SSEEvent
 
 __all__ = [
@@ -59,7 +58,6 @@ __all__ = [
     "ToolUse",
     "anthropic_error",
     "check_messages_request",
-    "claude_code_env",
     "reply_with_tool_result",
     "tool_results",
     "tool_step",
@@ -117,35 +115,22 @@ class MessagesReply:
     ``close_after`` ends the body early, ``delay`` slows every event."""
 
 
-Matcher = str | re.Pattern[str] | Callable[[RecordedRequest], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class MessagesRule:
+class MessagesRule(ContentRule):
     """Answer requests matching ``match`` with ``replies`` (picked by tool step).
 
     ``match`` is a substring of (or a regex searched in) :func:`user_text`, or a
     predicate of the request.
     """
 
-    match: Matcher
-    replies: tuple[Any, ...]
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if not self.replies:
-            raise ValueError("a rule needs at least one reply")
+    def prompt_text(self, request: RecordedRequest) -> str:
+        """:func:`user_text`: every user text block (tool results excluded)."""
+        return user_text(request)
 
-    def matches(self, request: RecordedRequest) -> bool:
-        """Does this rule answer ``request``?"""
-        if isinstance(self.match, str):
-            return self.match in user_text(request)
-        if isinstance(self.match, re.Pattern):
-            return self.match.search(user_text(request)) is not None
-        return bool(self.match(request))
-
-    def reply_for(self, request: RecordedRequest) -> Any:
-        """``replies[tool_step(request)]``, the last reply repeating."""
-        return self.replies[min(tool_step(request), len(self.replies) - 1)]
+    def tool_step(self, request: RecordedRequest) -> int:
+        """:func:`tool_step`: rounds of tool results after the latest prompt."""
+        return tool_step(request)
 
 
 def _messages(request: RecordedRequest) -> list[Mapping[str, Any]]:
@@ -230,31 +215,7 @@ def reply_with_tool_result(
     return reply
 
 
-def claude_code_env(base_url: str, root: str | os.PathLike[str]) -> dict[str, str]:
-    """Environment that runs the Claude Code CLI offline against the server at ``base_url``.
-
-    The CLI's home, config and temp folders are created under ``root``, so it
-    writes nothing elsewhere; no telemetry, no update checks, no retries (an HTTP
-    error fails at once), no request but ``POST /v1/messages``.
-    """
-    folders = {name: os.path.join(root, name) for name in ("home", "config", "tmp")}
-    for folder in folders.values():
-        os.makedirs(folder, exist_ok=True)
-    return {
-        "ANTHROPIC_BASE_URL": base_url,  # no /v1: the CLI appends it
-        "ANTHROPIC_API_KEY": "fake-key",
-        "HOME": folders["home"],
-        "CLAUDE_CONFIG_DIR": folders["config"],
-        "CLAUDE_CODE_TMPDIR": folders["tmp"],  # else claude-<uid>/ and cc-socks/ in /tmp
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # else HEAD /api/hello, a title request
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "CLAUDE_CODE_MAX_RETRIES": "0",  # else an HTTP 500 is retried for minutes
-    }
-
-
-class AnthropicMessagesServer(FakeServer):
+class AnthropicMessagesServer(RuleServer[MessagesRule]):
     """Fake ``POST /v1/messages`` and ``/v1/messages/count_tokens``. See the module docstring.
 
     With ``strict`` (default) requests the real API rejects get HTTP 400 in
@@ -270,30 +231,18 @@ class AnthropicMessagesServer(FakeServer):
         api_key: str | None = None,
         strict: bool = True,
     ) -> None:
-        super().__init__(*script, default=default)
-        self.rules: list[MessagesRule] = list(rules)
-        """Checked in order before the script queue."""
+        super().__init__(
+            *script, default=default, rules=rules, rule_type=MessagesRule, paths=["/v1/messages"]
+        )
         self.api_key = api_key
         self.strict = strict
         self._ids = itertools.count(1)
-        self.route("POST", "/v1/messages", self._messages)
         self.route("POST", "/v1/messages/count_tokens", self._count_tokens)
 
     @property
     def api_base(self) -> str:
         """What ``ANTHROPIC_BASE_URL`` should be (no ``/v1``: clients append it)."""
         return self.base_url
-
-    def when(self, match: Matcher, *replies: Any) -> MessagesRule:
-        """Add a rule: requests matching ``match`` get ``replies`` (by tool step)."""
-        rule = MessagesRule(match, tuple(replies))
-        self.rules.append(rule)
-        return rule
-
-    def matching(self, match: Matcher) -> list[RecordedRequest]:
-        """Logged ``/v1/messages`` requests that ``match`` (as a rule would)."""
-        probe = MessagesRule(match, (None,))
-        return [r for r in self.requests if r.url_path == "/v1/messages" and probe.matches(r)]
 
     def error_body(self, status: int, message: str) -> Any:
         """Anthropic's error shape."""
@@ -307,20 +256,12 @@ class AnthropicMessagesServer(FakeServer):
             (request.header("authorization") or "").removeprefix("Bearer "),
         )
 
-    async def _messages(self, exchange: Exchange) -> None:
-        request = exchange.request
+    def reject(self, request: RecordedRequest) -> tuple[int, Any] | None:
+        """401 without the key (when ``api_key`` is set); 400 for what the API rejects."""
         if not self._authorized(request):
-            await exchange.send_json(401, anthropic_error(401, "invalid x-api-key"))
-            return
+            return 401, anthropic_error(401, "invalid x-api-key")
         problem = check_messages_request(request.json) if self.strict else None
-        if problem is not None:
-            await exchange.send_json(400, anthropic_error(400, problem))
-            return
-        for rule in list(self.rules):
-            if rule.matches(request):
-                await self.perform(rule.reply_for(request), exchange)
-                return
-        await self.respond_scripted(exchange)
+        return None if problem is None else (400, anthropic_error(400, problem))
 
     async def _count_tokens(self, exchange: Exchange) -> None:
         if not self._authorized(exchange.request):

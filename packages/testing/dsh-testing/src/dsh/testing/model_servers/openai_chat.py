@@ -49,6 +49,7 @@ __all__ = [
     "check_request",
     "echo_last_user_message",
     "last_user_text",
+    "openai_auth_error",
     "openai_error",
     "split_text",
 ]
@@ -119,6 +120,15 @@ def openai_error(status: int, message: str, *, code: str | None = None) -> dict[
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
+def openai_auth_error(request: RecordedRequest, api_key: str | None) -> dict[str, Any] | None:
+    """OpenAI's 401 body when ``api_key`` is set and ``request`` does not carry it as
+    ``Authorization: Bearer <api_key>``; None when the request may pass."""
+    if api_key is None or request.header("authorization") == f"Bearer {api_key}":
+        return None
+    message = "Incorrect API key provided. You can find your API key in your dashboard."
+    return openai_error(401, message, code="invalid_api_key")
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -175,9 +185,9 @@ class OpenAIChatServer(FakeServer):
 
     async def _completions(self, exchange: Exchange) -> None:
         request = exchange.request
-        if self.api_key is not None and request.header("authorization") != f"Bearer {self.api_key}":
-            message = "Incorrect API key provided. You can find your API key in your dashboard."
-            await exchange.send_json(401, openai_error(401, message, code="invalid_api_key"))
+        denied = openai_auth_error(request, self.api_key)
+        if denied is not None:
+            await exchange.send_json(401, denied)
             return
         problem = check_request(request.json) if self.strict else None
         if problem is not None:

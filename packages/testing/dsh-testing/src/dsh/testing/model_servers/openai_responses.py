@@ -19,9 +19,10 @@ stream), a plain ``str`` (a text reply), :class:`ResponseFailed` (a well-formed
 ``response.failed`` event), the generic faults (``HTTPError``, ``Hang``: no
 headers ever, ``Reset``), or a callable of the request returning any of these.
 
-Requests are answered by the first matching *rule* (:meth:`OpenAIResponsesServer.when`),
-else by the script queue, else by ``default``. A rule matches text in the latest
-user input (Codex sends two developer messages first, then the user's)::
+Requests are answered by the first matching *rule* (:meth:`OpenAIResponsesServer.when`,
+see :mod:`~dsh.testing.model_servers.rules`), else by the script queue, else by
+``default``. A rule matches text in the latest user input (Codex sends two
+developer messages first, then the user's)::
 
     srv = OpenAIResponsesServer()
     srv.when("say hello", "Hello!")
@@ -41,16 +42,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dsh.testing.model_servers._http import Exchange, RecordedRequest
-from dsh.testing.model_servers.openai_chat import openai_error, split_text
+from dsh.testing.model_servers.openai_chat import openai_auth_error, openai_error, split_text
+from dsh.testing.model_servers.rules import ContentRule, RuleServer
 from dsh.testing.model_servers.script import NO_FAULTS, StreamFaults
-from dsh.testing.model_servers.server import FakeServer
 from dsh.testing.model_servers.sse import SSEEvent
 
 __all__ = [
@@ -114,35 +114,22 @@ class ResponseFailed:
     code: str = "server_error"
 
 
-Matcher = str | re.Pattern[str] | Callable[[RecordedRequest], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class ResponsesRule:
+class ResponsesRule(ContentRule):
     """Answer requests matching ``match`` with ``replies`` (picked by tool step).
 
     ``match`` is a substring of (or a regex searched in) the latest user input
     text, or a predicate of the request.
     """
 
-    match: Matcher
-    replies: tuple[Any, ...]
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if not self.replies:
-            raise ValueError("a rule needs at least one reply")
+    def prompt_text(self, request: RecordedRequest) -> str:
+        """:func:`latest_user_input_text`."""
+        return latest_user_input_text(request)
 
-    def matches(self, request: RecordedRequest) -> bool:
-        """Does this rule answer ``request``?"""
-        if isinstance(self.match, str):
-            return self.match in latest_user_input_text(request)
-        if isinstance(self.match, re.Pattern):
-            return self.match.search(latest_user_input_text(request)) is not None
-        return bool(self.match(request))
-
-    def reply_for(self, request: RecordedRequest) -> Any:
-        """``replies[tool_step(request)]``, the last reply repeating."""
-        return self.replies[min(tool_step(request), len(self.replies) - 1)]
+    def tool_step(self, request: RecordedRequest) -> int:
+        """:func:`tool_step`: tool outputs after the latest user message."""
+        return tool_step(request)
 
 
 def _input_items(request: RecordedRequest) -> list[Mapping[str, Any]]:
@@ -213,7 +200,7 @@ def reply_with_tool_output(
     return reply
 
 
-class OpenAIResponsesServer(FakeServer):
+class OpenAIResponsesServer(RuleServer[ResponsesRule]):
     """Fake ``POST /v1/responses`` (also ``/responses``). See the module docstring.
 
     With ``strict`` (default) requests the real API rejects get HTTP 400 in
@@ -229,50 +216,33 @@ class OpenAIResponsesServer(FakeServer):
         api_key: str | None = None,
         strict: bool = True,
     ) -> None:
-        super().__init__(*script, default=default)
-        self.rules: list[ResponsesRule] = list(rules)
-        """Checked in order before the script queue."""
+        super().__init__(
+            *script,
+            default=default,
+            rules=rules,
+            rule_type=ResponsesRule,
+            paths=["/v1/responses", "/responses"],
+        )
         self.api_key = api_key
         self.strict = strict
         self._ids = itertools.count(1)
-        for path in ("/v1/responses", "/responses"):
-            self.route("POST", path, self._responses)
 
     @property
     def api_base(self) -> str:
         """The base URL a client appends ``/responses`` to (``.../v1``)."""
         return self.base_url + "/v1"
 
-    def when(self, match: Matcher, *replies: Any) -> ResponsesRule:
-        """Add a rule: requests matching ``match`` get ``replies`` (by tool step)."""
-        rule = ResponsesRule(match, tuple(replies))
-        self.rules.append(rule)
-        return rule
-
-    def matching(self, match: Matcher) -> list[RecordedRequest]:
-        """Logged requests whose latest user input matches ``match`` (as a rule would)."""
-        probe = ResponsesRule(match, (None,))
-        return [r for r in self.requests if r.url_path.endswith("/responses") and probe.matches(r)]
-
     def error_body(self, status: int, message: str) -> Any:
         """OpenAI's error shape."""
         return openai_error(status, message)
 
-    async def _responses(self, exchange: Exchange) -> None:
-        request = exchange.request
-        if self.api_key is not None and request.header("authorization") != f"Bearer {self.api_key}":
-            message = "Incorrect API key provided. You can find your API key in your dashboard."
-            await exchange.send_json(401, openai_error(401, message, code="invalid_api_key"))
-            return
+    def reject(self, request: RecordedRequest) -> tuple[int, Any] | None:
+        """401 without the bearer key (when ``api_key`` is set); 400 for what the API rejects."""
+        denied = openai_auth_error(request, self.api_key)
+        if denied is not None:
+            return 401, denied
         problem = check_responses_request(request.json) if self.strict else None
-        if problem is not None:
-            await exchange.send_json(400, openai_error(400, problem))
-            return
-        for rule in list(self.rules):
-            if rule.matches(request):
-                await self.perform(rule.reply_for(request), exchange)
-                return
-        await self.respond_scripted(exchange)
+        return None if problem is None else (400, openai_error(400, problem))
 
     async def render(self, item: Any, exchange: Exchange) -> None:
         """Answer with a :class:`ResponsesReply`, a ``str`` or a :class:`ResponseFailed`."""

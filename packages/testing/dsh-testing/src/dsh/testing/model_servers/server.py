@@ -20,7 +20,9 @@ Each request to a *scripted route* takes the next item of the script queue:
 To build a protocol fake: subclass, register routes in ``__init__`` with
 :meth:`FakeServer.route` (``self.respond_scripted`` as the handler for scripted
 endpoints), implement :meth:`FakeServer.render` and override
-:meth:`FakeServer.error_body` with the API's error JSON shape.
+:meth:`FakeServer.error_body` with the API's error JSON shape. A protocol whose
+requests are answered by what they say (``srv.when("say hello", ...)``) subclasses
+:class:`~dsh.testing.model_servers.rules.RuleServer` instead.
 
 Closing the server cancels every handler, aborts every open connection
 (including hanging ones) and joins the thread: nothing lingers.
@@ -30,12 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import inspect
 import itertools
+import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -141,6 +145,27 @@ class FakeServer:
         """Block until at least ``count`` requests arrived; returns the log."""
         self.wait_until(lambda: len(self._log) >= count, timeout)
         return self.requests
+
+    def post_json(
+        self,
+        path: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 5.0,
+    ) -> tuple[int, bytes]:
+        """``POST`` ``payload`` as JSON to ``path`` here; ``(status, whole body)``.
+
+        A blocking client for tests of the server itself (one connection per call).
+        """
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            head = {"content-type": "application/json", **(headers or {})}
+            conn.request("POST", path, json.dumps(payload), head)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
 
     # -- lifecycle ------------------------------------------------------------------
 

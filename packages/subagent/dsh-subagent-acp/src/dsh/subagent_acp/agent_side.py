@@ -1,0 +1,139 @@
+"""The agent side of ACP, for agents written with ``agent-client-protocol``.
+
+The provider is an ACP *client*; this module serves the other end: the
+``dsh acp`` server (dsh-cli) and the mock ACP agent (``dsh-testing[acp]``) both
+build on :class:`AcpAgentBase`.
+
+Every optional ``acp.Agent`` method of :class:`AcpAgentBase` answers JSON-RPC
+"method not found" (-32601): an inherited ``acp.Agent`` Protocol stub would answer
+``null``, which a client takes for success. A subclass implements ``initialize``,
+``session/new``, ``session/prompt`` and ``session/cancel``, and overrides whatever
+else it supports.
+
+Importing this module imports ``acp`` (about 1 s): import it where an agent is
+served, not at the top of a command module (see ``docs/performance.md``, "ACP cold
+start"). Importing :mod:`dsh.subagent_acp` itself does not import it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp import Agent, RequestError
+from acp.schema import (
+    AcpMcpServer,
+    AudioContentBlock,
+    AuthenticateResponse,
+    CloseSessionResponse,
+    EmbeddedResourceContentBlock,
+    ForkSessionResponse,
+    HttpMcpServer,
+    ImageContentBlock,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpServerStdio,
+    ResourceContentBlock,
+    ResumeSessionResponse,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    SseMcpServer,
+    TextContentBlock,
+)
+
+__all__ = ["AcpAgentBase", "McpServer", "PromptBlock"]
+
+PromptBlock = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
+"""A content block of a ``session/prompt`` request."""
+
+McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+"""An MCP server a client offers in ``session/new`` (and load, fork, resume)."""
+
+
+class AcpAgentBase(Agent):
+    """An ``acp.Agent`` that keeps the client connection and refuses what it lacks.
+
+    :meth:`on_connect` stores the client proxy in ``self._conn`` (for
+    ``session_update`` and ``request_permission``). Every optional method answers
+    "method not found" and ``_``-prefixed extension notifications are ignored;
+    subclasses override what they support.
+    """
+
+    _conn: Any = None
+    """The client proxy (``AgentSideConnection``); None until :meth:`on_connect`."""
+
+    def on_connect(self, conn: Any) -> None:
+        """Keep the connection (the client proxy) for updates and requests to the client."""
+        self._conn = conn
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse | None:
+        """Not supported (``loadSession`` is not advertised)."""
+        raise RequestError.method_not_found("session/load")
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        """Not supported."""
+        raise RequestError.method_not_found("session/list")
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse | None:
+        """Not supported (no modes)."""
+        raise RequestError.method_not_found("session/set_mode")
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse | None:
+        """Not supported (no config options)."""
+        raise RequestError.method_not_found("session/set_config_option")
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
+        """Not supported (no auth methods are advertised)."""
+        raise RequestError.method_not_found("authenticate")
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        """Not supported."""
+        raise RequestError.method_not_found("session/fork")
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        """Not supported (``session/load`` replays a session where it is supported)."""
+        raise RequestError.method_not_found("session/resume")
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse | None:
+        """Not supported."""
+        raise RequestError.method_not_found("session/close")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Not supported (no extension methods)."""
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Ignored (no extension notifications)."""
+        return None

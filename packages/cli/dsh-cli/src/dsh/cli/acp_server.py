@@ -21,6 +21,7 @@ see ``docs/performance.md``, "ACP cold start".
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -79,17 +80,73 @@ def _claim_stdio() -> tuple[int, int]:
 async def _streams(
     protocol_in: int, protocol_out: int
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Streams over the protocol fds: the event loop for pipes and sockets; a reader
+    thread and plain writes for anything else (``dsh acp < requests.jsonl``)."""
     import asyncio
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_STDIN_LIMIT)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(protocol_in, "rb", buffering=0)
-    )
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(protocol_out, "wb", buffering=0)
-    )
+    if _pollable(protocol_in):
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(protocol_in, "rb", buffering=0)
+        )
+    else:
+        _pump_from_thread(loop, protocol_in, reader)
+    if _pollable(protocol_out):
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(protocol_out, "wb", buffering=0)
+        )
+    else:
+        transport, protocol = _FileWriteTransport(protocol_out), asyncio.streams.FlowControlMixin()
     return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+def _pollable(fd: int) -> bool:
+    """Pipes and sockets can be watched by the event loop; files and /dev/null cannot."""
+    import stat
+
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _pump_from_thread(
+    loop: asyncio.AbstractEventLoop, fd: int, reader: asyncio.StreamReader
+) -> None:
+    import threading
+
+    def pump() -> None:
+        try:
+            while chunk := os.read(fd, 65536):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+        except OSError:
+            pass
+        finally:
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=pump, name="dsh-acp-stdin", daemon=True).start()
+
+
+class _FileWriteTransport(asyncio.WriteTransport):
+    """Blocking writes to a non-pollable fd (a regular file): each message goes out whole."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._closing = True
+
+    def can_write_eof(self) -> bool:
+        return False
 
 
 async def _serve(preset: Preset, sessions_dir: str | None, protocol_in: int, out: int) -> int:
@@ -105,6 +162,7 @@ async def _serve(preset: Preset, sessions_dir: str | None, protocol_in: int, out
             conn = AgentSideConnection(agent, writer, reader, listening=False)
             try:
                 await conn.listen()
+                await _drain_requests(_EOF_DRAIN_SECONDS)
             finally:
                 await conn.close()
                 await agent.aclose()
@@ -114,6 +172,22 @@ async def _serve(preset: Preset, sessions_dir: str | None, protocol_in: int, out
     finally:
         writer.close()
     return 0
+
+
+_EOF_DRAIN_SECONDS = 2.0
+
+
+async def _drain_requests(timeout: float) -> None:
+    """After stdin EOF, let requests already received answer (bounded by ``timeout``)
+    before the connection closes and cancels the rest: a client that writes its
+    requests and closes stdin (``dsh acp < requests.jsonl``) still gets its answers."""
+    in_flight = {
+        task
+        for task in asyncio.all_tasks()
+        if task.get_name() == "acp.Connection.request" and not task.done()
+    }
+    if in_flight:
+        await asyncio.wait(in_flight, timeout=timeout)
 
 
 def _version() -> str:

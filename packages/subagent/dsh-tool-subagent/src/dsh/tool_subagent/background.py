@@ -17,7 +17,7 @@ from __future__ import annotations
 from dsh.core import AbortSignal, JobError, JobOutcome, ToolContext, ToolResult, text_of
 from dsh.subagent import SubagentError, SubagentResult, SubagentRun, SubagentRuntime
 from dsh.tool_subagent.config import SubagentToolConfig
-from dsh.tool_subagent.outcome import tool_result_for
+from dsh.tool_subagent.outcome import collect, tool_result_for
 from dsh.tool_subagent.tool import DelegateArgs, run_foreground, start_request
 
 __all__ = [
@@ -90,20 +90,9 @@ async def start_background_job(
 
 async def _collect(run: SubagentRun) -> JobOutcome:
     """Await the run and dispose it on every path; map the result to a job outcome."""
-    result: SubagentResult | None = None
-    result_error: BaseException | None = None
-    dispose_error: BaseException | None = None
-    try:
-        result = await run.result
-    except Exception as exc:
-        result_error = exc
-    finally:
-        try:
-            await run.dispose()
-        except Exception as exc:
-            dispose_error = exc
+    done = await collect(run)
     return job_outcome_for(
-        result, result_error=result_error, dispose_error=dispose_error, run_id=run.id
+        done.result, result_error=done.result_error, dispose_error=done.dispose_error, run_id=run.id
     )
 
 

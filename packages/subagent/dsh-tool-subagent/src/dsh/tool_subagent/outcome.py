@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from dsh.core import ToolResult
-from dsh.subagent import SubagentResult
+from dsh.subagent import SubagentResult, SubagentRun
 
-__all__ = ["HEADLINES", "headline_for", "tool_result_for"]
+__all__ = ["HEADLINES", "Collected", "collect", "headline_for", "tool_result_for"]
 
 HEADLINES = {
     "aborted": "subagent run was cancelled",
@@ -16,6 +17,42 @@ HEADLINES = {
     "max-tokens": "subagent run hit its token limit before finishing",
     "refusal": "subagent declined the task",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """A finished run: its result, or why it could not be read; and any teardown failure."""
+
+    run_id: str
+    result: SubagentResult | None
+    result_error: BaseException | None = None
+    dispose_error: BaseException | None = None
+
+    def tool_result(self) -> ToolResult:
+        """The tool result the parent model reads."""
+        return tool_result_for(
+            self.result,
+            result_error=self.result_error,
+            dispose_error=self.dispose_error,
+            run_id=self.run_id,
+        )
+
+
+async def collect(run: SubagentRun) -> Collected:
+    """Await ``run``'s result and dispose the run on every path, keeping both failures."""
+    result: SubagentResult | None = None
+    result_error: BaseException | None = None
+    dispose_error: BaseException | None = None
+    try:
+        result = await run.result
+    except Exception as exc:
+        result_error = exc
+    finally:
+        try:
+            await run.dispose()
+        except Exception as exc:
+            dispose_error = exc
+    return Collected(run.id, result, result_error, dispose_error)
 
 
 def headline_for(stop_reason: str) -> str:

@@ -8,12 +8,11 @@ from dsh.core import Tool, ToolContext, ToolResult
 from dsh.subagent import (
     SubagentError,
     SubagentProvider,
-    SubagentResult,
     SubagentRuntime,
     SubagentStartRequest,
 )
 from dsh.tool_subagent.config import SubagentToolConfig
-from dsh.tool_subagent.outcome import tool_result_for
+from dsh.tool_subagent.outcome import collect
 
 __all__ = [
     "DelegateArgs",
@@ -120,21 +119,7 @@ async def run_foreground(
         return ToolResult(
             f"subagent could not start: {exc.message}", is_error=True, data={"code": exc.code}
         )
-    result: SubagentResult | None = None
-    result_error: BaseException | None = None
-    dispose_error: BaseException | None = None
-    try:
-        result = await run.result
-    except Exception as exc:
-        result_error = exc
-    finally:
-        try:
-            await run.dispose()
-        except Exception as exc:
-            dispose_error = exc
-    return tool_result_for(
-        result, result_error=result_error, dispose_error=dispose_error, run_id=run.id
-    )
+    return (await collect(run)).tool_result()
 
 
 def build_tool(

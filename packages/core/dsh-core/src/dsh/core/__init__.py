@@ -57,6 +57,7 @@ from dsh.core.tools import (
     TurnBlocked,
     tool,
 )
+from dsh.core.validation import validation_problems
 
 __all__ = [
     "ANY",
@@ -130,4 +131,5 @@ __all__ = [
     "text_block",
     "text_of",
     "tool",
+    "validation_problems",
 ]

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dsh.core.effects import Disposer, EffectScope
 from dsh.core.presets import PluginRow, PresetError
+from dsh.core.validation import validation_problems
 
 if TYPE_CHECKING:
     from dsh.core.context import Context
@@ -187,11 +188,7 @@ class PluginHost:
         try:
             parsed = plugin.parse_config(config)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            raise PluginError(f"{label}: invalid config: {problems}") from None
+            raise PluginError(f"{label}: invalid config: {validation_problems(exc)}") from None
         effects = EffectScope(row.id)
         try:
             outcome = plugin.apply(self._ctx, parsed, effects)

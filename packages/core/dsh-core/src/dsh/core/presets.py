@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dsh.core.llm import ModelConfig
+from dsh.core.validation import validation_problems
 
 __all__ = [
     "DEFAULT_PERSONA",
@@ -128,7 +129,7 @@ def _from_mapping(raw: dict[str, Any], source: str, base_dir: Path | None) -> Pr
         try:
             row = PluginRow.model_validate(row_raw)
         except ValidationError as exc:
-            raise PresetError(f"{label}: {_problems(exc)}") from None
+            raise PresetError(f"{label}: {validation_problems(exc)}") from None
         if not row.id:
             counts[row.name] = counts.get(row.name, 0) + 1
             row.id = row.name if counts[row.name] == 1 else f"{row.name}#{counts[row.name]}"
@@ -142,13 +143,7 @@ def _from_mapping(raw: dict[str, Any], source: str, base_dir: Path | None) -> Pr
     try:
         agent = AgentDefaults.model_validate(raw.get("agent", {}))
     except ValidationError as exc:
-        raise PresetError(f"{source}: [agent]: {_problems(exc)}") from None
+        raise PresetError(f"{source}: [agent]: {validation_problems(exc)}") from None
     if agent.sessions_dir is not None and base_dir is not None:
         agent.sessions_dir = str((base_dir / agent.sessions_dir).resolve())
     return Preset(agent=agent, plugin=rows, source=source)
-
-
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
-    )

@@ -125,15 +125,12 @@ class ScriptedAdapter:
         """Every request received, in order (for assertions)."""
         self.record_requests = False
 
-    async def _reply_for(self, request: ModelRequest) -> ScriptedReply:
-        if self._function is not None:
-            outcome = self._function(request)
-            if inspect.isawaitable(outcome):
-                return await outcome
-            return outcome
-        index = self._served if self._mode == "sequence" else _step_of(request.events)
-        self._served += 1
-        return self._replies[min(index, len(self._replies) - 1)]
+    async def _call_function(self, request: ModelRequest) -> ScriptedReply:
+        assert self._function is not None
+        outcome = self._function(request)
+        if inspect.isawaitable(outcome):
+            return await outcome
+        return outcome
 
     def stream(self, request: ModelRequest, signal: AbortSignal) -> AsyncIterator[ModelStreamEvent]:
         """Yield the scripted reply for ``request``.
@@ -154,7 +151,7 @@ class ScriptedAdapter:
         return self._replies[min(index, len(self._replies) - 1)]
 
     async def _events_for(self, request: ModelRequest) -> list[ModelStreamEvent]:
-        reply = self._pick(request) or await self._reply_for(request)
+        reply = self._pick(request) or await self._call_function(request)
         if reply.hang:
             await anyio.sleep_forever()
         if reply.delay:

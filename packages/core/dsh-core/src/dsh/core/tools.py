@@ -20,6 +20,7 @@ from dsh.core.content import Content, as_blocks
 from dsh.core.effects import Disposer
 from dsh.core.llm import ToolSpec
 from dsh.core.signals import AbortSignal
+from dsh.core.validation import validation_problems
 
 if TYPE_CHECKING:
     from dsh.core.agent import Agent
@@ -134,10 +135,7 @@ class Tool:
 
 
 def _validation_text(name: str, exc: ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
-    )
-    return f"invalid arguments for tool {name}: {problems}"
+    return f"invalid arguments for tool {name}: {validation_problems(exc)}"
 
 
 def tool(

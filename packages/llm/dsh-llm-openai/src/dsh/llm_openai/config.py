@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from dsh.core import validation_problems
+
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_KEY_ENV", "DEFAULT_MODEL", "Config", "OpenAIOptions"]
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
@@ -98,8 +100,4 @@ def resolve_options(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> 
     try:
         return OpenAIOptions.model_validate(merged)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ValueError(f"invalid openai model options: {problems}") from None
+        raise ValueError(f"invalid openai model options: {validation_problems(exc)}") from None

@@ -29,6 +29,7 @@ from dsh.subagent import (
     SubagentRun,
     SubagentStartRequest,
 )
+from dsh.subagent.validation import effective_max_depth
 from dsh.subagent_in_process_driver.options import InProcessAgentOptions, parse_agent_options
 from dsh.subagent_in_process_driver.structured import StructuredCapture, structured_output_tool
 
@@ -147,7 +148,7 @@ class InProcessProvider:
         options, model = self._options(parent, request.agent_options)
         tools = _child_tools(parent, request)
         meta: dict[str, Any] = {"subagent_provider": self.name}
-        limit = _effective_max_depth(parent, request.max_depth)
+        limit = effective_max_depth(parent.session.header.meta, request.max_depth)
         if limit is not None:
             meta["max_depth"] = limit
         if self.fork:
@@ -216,12 +217,6 @@ class InProcessProvider:
             self._options_cache.pop(next(iter(self._options_cache)))
         self._options_cache[id(raw)] = (raw, llm, options, bound)
         return options, bound
-
-
-def _effective_max_depth(parent: Agent, requested: int | None) -> int | None:
-    inherited = parent.session.header.meta.get("max_depth")
-    limits = [m for m in (requested, inherited) if isinstance(m, int)]
-    return min(limits) if limits else None
 
 
 def _child_tools(parent: Agent, request: SubagentStartRequest) -> ToolView:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dsh.core import ModelConfig
+from dsh.core import ModelConfig, validation_problems
 from dsh.subagent import SubagentError
 
 __all__ = ["InProcessAgentOptions", "parse_agent_options"]
@@ -34,8 +34,5 @@ def parse_agent_options(raw: Mapping[str, Any] | None) -> InProcessAgentOptions:
     try:
         return InProcessAgentOptions.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = validation_problems(exc)
         raise SubagentError(f"invalid agent_options: {problems}", "INVALID_REQUEST") from None

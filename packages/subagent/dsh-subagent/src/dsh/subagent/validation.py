@@ -7,7 +7,7 @@ from typing import Any
 
 from dsh.subagent.errors import SubagentError
 
-__all__ = ["check_max_depth", "check_output_schema", "depth_violation"]
+__all__ = ["check_max_depth", "check_output_schema", "depth_violation", "effective_max_depth"]
 
 
 def check_max_depth(value: object) -> None:
@@ -43,21 +43,21 @@ def check_output_schema(schema: object) -> None:
         ) from None
 
 
-def depth_violation(parent_meta: Mapping[str, Any], max_depth: int | None) -> str | None:
-    """The depth error message if a child of this parent would be too deep, else None.
-
-    The effective limit is the smaller of ``max_depth`` and any limit the parent
-    inherited (``meta["max_depth"]``), so a nested chain cannot raise its own cap.
-    """
+def effective_max_depth(parent_meta: Mapping[str, Any], requested: int | None) -> int | None:
+    """The depth limit a child of this parent runs under: the smaller of ``requested``
+    and any limit the parent inherited (``meta["max_depth"]``); None when neither is set.
+    A nested chain cannot raise its own cap."""
     inherited = parent_meta.get("max_depth")
-    if max_depth is None:
-        if not isinstance(inherited, int):
-            return None
-        limit = inherited
-    elif isinstance(inherited, int):
-        limit = min(max_depth, inherited)
-    else:
-        limit = max_depth
+    if requested is None:
+        return inherited if isinstance(inherited, int) else None
+    return min(requested, inherited) if isinstance(inherited, int) else requested
+
+
+def depth_violation(parent_meta: Mapping[str, Any], max_depth: int | None) -> str | None:
+    """The depth error message if a child of this parent would be too deep, else None."""
+    limit = effective_max_depth(parent_meta, max_depth)
+    if limit is None:
+        return None
     depth = int(parent_meta.get("delegation_depth", 0)) + 1
     if depth > limit:
         return f"subagent depth {depth} exceeds max_depth {limit}"

@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from dsh.cli.presets import shipped_preset
+from dsh.cli._presets import shipped_preset
 from dsh.core import Context, parse_preset
 from dsh.subagent import SubagentRuntime
 

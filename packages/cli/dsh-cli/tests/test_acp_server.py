@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -277,23 +276,29 @@ async def test_unsupported_methods_answer_method_not_found(tmp_path: Path) -> No
         assert info.value.code == -32602
 
 
-async def test_without_a_model_it_exits_2_and_says_why(tmp_path: Path) -> None:
-    preset = tmp_path / "empty.toml"
-    preset.write_text("[agent]\n", encoding="utf-8")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "dsh.cli",
-        "acp",
-        "--preset",
-        str(preset),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ},
-    )
-    with anyio.fail_after(30):
-        out, err = await process.communicate()
-    assert process.returncode == 2
-    assert out == b""
-    assert b"dsh acp: no model is configured in" in err
+async def test_without_a_model_it_still_answers_initialize_and_says_what_to_fix(
+    tmp_path: Path,
+) -> None:
+    """An editor shows "connection closed" if the agent exits before initialize: so a
+    configuration problem becomes the error of session/new, saying what to fix."""
+    recorder = Recorder()
+    async with dsh_acp(tmp_path, recorder, preset="[agent]\n") as server:
+        init = await _initialize(server.conn)
+        assert init.protocol_version == PROTOCOL_VERSION
+        with pytest.raises(RequestError) as info:
+            await server.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        assert info.value.code == -32603
+        assert "dsh acp cannot start a session: no model is configured" in str(info.value)
+        assert "[agent.model]" in str(info.value)
+
+
+async def test_an_unloadable_preset_still_answers_initialize(tmp_path: Path) -> None:
+    recorder = Recorder()
+    preset = '[agent.model]\nadapter = "scripted"\n\n[[plugin]]\nname = "dsh-no-such-plugin"\n'
+    async with dsh_acp(tmp_path, recorder, preset=preset) as server:
+        await _initialize(server.conn)
+        with pytest.raises(RequestError) as info:
+            await server.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        message = str(info.value)
+        assert 'unknown plugin "dsh-no-such-plugin"' in message
+        assert "installed:" in message

@@ -24,7 +24,7 @@ from dsh.core import (
     parse_preset,
     tool,
 )
-from dsh.core.llm import BoundModel, ModelRequest
+from dsh.core._llm import BoundModel, ModelRequest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
 

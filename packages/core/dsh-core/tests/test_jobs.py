@@ -25,7 +25,7 @@ from dsh.core import (
     parse_preset,
     text_of,
 )
-from dsh.core.llm import BoundModel
+from dsh.core._llm import BoundModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
 

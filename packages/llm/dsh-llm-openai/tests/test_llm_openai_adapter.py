@@ -9,7 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core.llm import (
+from dsh.core import (
+    AbortSignal,
+    Event,
     ModelDone,
     ModelError,
     ModelRequest,
@@ -19,8 +21,6 @@ from dsh.core.llm import (
     ToolSpec,
     Usage,
 )
-from dsh.core.session import Event
-from dsh.core.signals import AbortSignal
 from dsh.llm_openai import OpenAIChatAdapter, OpenAIOptions
 from dsh.testing.model_servers import (
     ChatReply,

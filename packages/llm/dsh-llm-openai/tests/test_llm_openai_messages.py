@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from dsh.core.llm import ModelDone, ModelError, TextDelta, ToolCall, ToolSpec, Usage
-from dsh.core.session import Event
+from dsh.core import Event, ModelDone, ModelError, TextDelta, ToolCall, ToolSpec, Usage
 from dsh.llm_openai import Config, OpenAIOptions, chat_messages, resolve_options, tool_definitions
 from dsh.llm_openai.messages import INTERRUPTED_RESULT
 from dsh.llm_openai.stream import ChunkAssembler, SSELines

@@ -13,7 +13,7 @@ import pytest
 from dsh.core import Agent, Context, parse_preset
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_claude_code import ClaudeCodeConfig, ClaudeCodeProvider
-from dsh.subagent_claude_code.command import bundled_cli
+from dsh.subagent_claude_code._command import bundled_cli
 from dsh.testing.model_servers import AnthropicMessagesServer, claude_code_env
 
 SCRIPTED_PARENT = '[agent.model]\nadapter = "scripted"\n'
@@ -74,7 +74,7 @@ def make_config(offline: dict[str, str], **fields: Any) -> ClaudeCodeConfig:
     """A provider config that runs the CLI offline (``offline``: the env for that)."""
     fields["env"] = {**offline, **fields.get("env", {})}
     fields.setdefault("model", "claude-sonnet-4-5")
-    fields.setdefault("run_timeout", 60)
+    fields.setdefault("turn_timeout", 60)
     return ClaudeCodeConfig(**fields)
 
 

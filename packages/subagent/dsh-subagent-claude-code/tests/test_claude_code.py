@@ -18,20 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions, query
+from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+from pydantic import ValidationError
 
-from dsh.core import AbortSignal
+from dsh.core import AbortSignal, Context, parse_preset
 from dsh.subagent import (
     SubagentError,
+    SubagentProgress,
     SubagentResult,
     SubagentRun,
+    SubagentRuntime,
     SubagentStartRequest,
     ToolFilter,
 )
 from dsh.subagent_claude_code import ClaudeCodeConfig, ClaudeCodeProvider
-from dsh.subagent_claude_code.command import child_env, cli_argv
-from dsh.subagent_claude_code.driver import DENIAL_MESSAGE
-from dsh.subagent_claude_code.transport import CLIProcessTransport
+from dsh.subagent_claude_code._command import cli_argv, env_defaults
+from dsh.subagent_claude_code._run import DENIAL_MESSAGE
+from dsh.subagent_claude_code._transport import CLITransport
+from dsh.subprocess import WATCHDOG_MARK, ChildProcess, RunTag, scrubbed_env
 from dsh.testing.model_servers import HTTPError, MessagesReply, StreamFaults, ToolUse
 from dsh.testing.model_servers.anthropic_messages import (
     reply_with_tool_result,
@@ -44,6 +48,8 @@ if TYPE_CHECKING:
     from conftest import Setup
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+
+SCRIPTED_PARENT = '[agent.model]\nadapter = "scripted"\n'
 
 # Two processes that run until killed, started by the Bash tool in a session of its
 # own (the CLI refuses long `sleep`s).
@@ -114,11 +120,11 @@ async def test_completes_a_delegated_task_with_usage_and_cost(setup: Setup) -> N
     assert result.stop_reason == "completed", result
     assert result.output == "The answer is 42."
     assert result.diagnostic is None
-    assert result.usage is not None
-    assert result.usage["input_tokens"] == 120
-    assert result.usage["output_tokens"] == 7
-    assert result.usage["total_cost_usd"] > 0
-    assert result.usage["num_turns"] == 1
+    usage = result.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens) == (120, 7, 0)
+    assert usage.cost_usd is not None
+    assert usage.cost_usd > 0
+    assert not usage.incomplete
     (request,) = setup.server.requests
     assert request.url_path == "/v1/messages"
     assert request.json["stream"] is True
@@ -143,15 +149,78 @@ async def test_tool_round_trip_in_the_parents_cwd_with_a_scrubbed_env(
     assert result.stop_reason == "completed", result
     assert result.output.startswith(f"Tool said: {setup.workdir}\n")
     assert (setup.workdir / "made_by_child.txt").exists()
-    assert result.usage is not None
-    assert result.usage["num_turns"] == 2
+    assert len(setup.server.matching("DSH-TOOL")) == 2  # two model turns
     output, is_error = tool_result_text(setup, "DSH-TOOL")  # the next request carried it
     assert not is_error
     lines = output.splitlines()
     assert lines[0] == str(setup.workdir)
     assert "DSH_VISIBLE=yes" in lines  # the config's env reaches the tool
-    assert any(line.startswith("DSH_PROCESS_TAG=claude-code-") for line in lines)
+    assert any(line.startswith("DSH_PROCESS_TAG=") for line in lines)  # the run's tag too
     assert "s3cr3t-value" not in output  # ours does not
+
+
+# -- progress --------------------------------------------------------------------------
+
+
+async def delegate_watching(setup: Setup, prompt: str) -> tuple[SubagentResult, list[Any]]:
+    """Delegate ``prompt`` and read ``run.progress()`` until it ends (at settlement)."""
+    run = await setup.runtime.start(
+        setup.provider.name, SubagentStartRequest(prompt, setup.parent, AbortSignal())
+    )
+    items: list[SubagentProgress] = []
+    async with run:
+        with anyio.fail_after(60):
+            async for item in run.progress():
+                items.append(item)
+            assert run.settled  # the iteration ended because the run settled
+            return await run.result, items
+
+
+def kinds(items: list[SubagentProgress]) -> list[str]:
+    """The item kinds in order, runs of the same kind collapsed."""
+    out: list[str] = []
+    for item in items:
+        if not out or out[-1] != item.kind:
+            out.append(item.kind)
+    return out
+
+
+@pytest.mark.parametrize("config_fields", [{"allowed_tools": ["Bash"]}])
+async def test_progress_shows_text_the_tool_call_its_result_and_usage_in_order(
+    setup: Setup,
+) -> None:
+    setup.server.when(
+        "DSH-WATCH",
+        MessagesReply(
+            text="Let me count.",
+            tool_uses=[ToolUse("Bash", {"command": "echo $((6 * 7))", "description": "multiply"})],
+            usage={"input_tokens": 100, "output_tokens": 10},
+        ),
+        MessagesReply(text="It is 42.", usage={"input_tokens": 150, "output_tokens": 5}),
+    )
+    result, items = await delegate_watching(setup, "DSH-WATCH: what is six times seven?")
+    assert result.stop_reason == "completed", result
+    assert result.output == "It is 42."
+    assert kinds(items) == ["text", "tool_call", "usage", "tool_update", "text", "usage"]
+    assert all(item.path == () for item in items)
+    text = "".join(item.text or "" for item in items if item.kind == "text")
+    assert text == "Let me count.It is 42."  # streamed in deltas
+    assert sum(item.kind == "text" for item in items) > 2
+    (call,) = [item for item in items if item.kind == "tool_call"]
+    assert (call.name, call.title) == ("Bash", "multiply")
+    assert call.arguments == {"command": "echo $((6 * 7))", "description": "multiply"}
+    (update,) = [item for item in items if item.kind == "tool_update"]
+    assert (update.tool_call_id, update.name) == (call.tool_call_id, "Bash")
+    assert (update.status, update.text) == ("completed", "42")  # a real shell ran it
+    usages = [item.usage for item in items if item.kind == "usage"]
+    assert [(u.input_tokens, u.output_tokens) for u in usages if u is not None] == [
+        (100, 10),
+        (250, 15),  # running totals after each model call
+        (250, 15),  # the result's, with its cost
+    ]
+    assert usages[-1] == result.usage
+    assert result.usage.cost_usd is not None
+    assert result.usage.cost_usd > 0
 
 
 async def test_write_under_dont_ask_is_denied_reported_to_the_model_and_answered(
@@ -162,7 +231,7 @@ async def test_write_under_dont_ask_is_denied_reported_to_the_model_and_answered
         bash("touch denied.txt"),
         reply_with_tool_result("Could not: {output}"),
     )
-    result = await delegate(setup, "DSH-DENY: create a file")
+    result, items = await delegate_watching(setup, "DSH-DENY: create a file")
     assert result.stop_reason == "completed", result
     assert result.output.startswith("Could not: Permission to use Bash has been denied")
     assert not (setup.workdir / "denied.txt").exists()
@@ -172,6 +241,10 @@ async def test_write_under_dont_ask_is_denied_reported_to_the_model_and_answered
     assert result.diagnostic == (
         "1 tool call blocked by the permission policy (permission_mode dontAsk): Bash"
     )
+    (update,) = [item for item in items if item.kind == "tool_update"]
+    assert update.status == "failed"
+    assert update.text is not None
+    assert update.text.startswith("Permission to use Bash has been denied")
 
 
 @pytest.mark.parametrize("config_fields", [{"permission_mode": "default"}])
@@ -193,7 +266,7 @@ async def test_in_a_mode_that_asks_the_callback_denies_and_the_run_answers(setup
 
 
 @pytest.mark.parametrize("config_fields", [{"allowed_tools": ["Bash"]}])
-async def test_cancel_mid_tool_takes_the_whole_process_tree_down_within_a_second(
+async def test_cancel_mid_tool_interrupts_and_takes_the_whole_process_tree_down_within_a_second(
     setup: Setup,
 ) -> None:
     run, signal, tree = await start_blocking_tool(setup, "DSH-CANCEL")
@@ -210,7 +283,12 @@ async def test_cancel_mid_tool_takes_the_whole_process_tree_down_within_a_second
     assert gone <= 1.0
     assert settled <= 1.0
     assert result.stop_reason == "aborted"
-    assert result.diagnostic == "parent cancelled"
+    assert result.diagnostic == "parent cancelled"  # the CLI confirmed the interrupt
+    # the interrupted CLI still reported what the run used
+    assert result.usage.input_tokens > 0
+    assert result.usage.cost_usd is not None
+    assert result.usage.cost_usd > 0
+    assert not result.usage.incomplete
 
 
 @pytest.mark.parametrize("config_fields", [{"allowed_tools": ["Bash"]}])
@@ -218,7 +296,7 @@ async def test_a_second_cancel_during_teardown_leaks_nothing(setup: Setup) -> No
     run, signal, tree = await start_blocking_tool(setup, "DSH-TWICE")
     loop = asyncio.get_running_loop()
     signal.abort("first cancel")
-    await asyncio.sleep(0.02)  # teardown under way: SIGTERM sent, grace running
+    await asyncio.sleep(0.02)  # interrupt sent, teardown under way
     disposers = [loop.create_task(run.dispose()) for _ in range(2)]
     await asyncio.sleep(0.01)
     for disposer in disposers:
@@ -232,37 +310,59 @@ async def test_a_second_cancel_during_teardown_leaks_nothing(setup: Setup) -> No
 
 
 @pytest.mark.parametrize("config_fields", [{"allowed_tools": ["Bash"]}])
-async def test_the_transport_alone_survives_two_raw_cancels_of_a_bare_query(
+async def test_closing_the_parents_context_mid_tool_leaves_nothing(cli: str, setup: Setup) -> None:
+    """The context cancels the task driving the run (twice: it is closing); the
+    teardown still takes the whole tree down, and the run settles aborted."""
+    setup.server.when("DSH-CLOSE", bash(BLOCKING_TOOL), "unreachable")
+    before = live_children()
+    async with Context.open(parse_preset(SCRIPTED_PARENT), cwd=setup.workdir) as ctx:
+        runtime = SubagentRuntime.of(ctx)
+        runtime.register_provider(ClaudeCodeProvider(setup.provider.config))
+        request = SubagentStartRequest("DSH-CLOSE", ctx.agents.create(), AbortSignal())
+        run = await runtime.start(setup.provider.name, request)
+        tree = await wait_for_blocking_tool(live_children() - before, lambda: run.settled)
+    gone = await anyio.to_thread.run_sync(wait_until_gone, tree, 1.0)
+    assert gone <= 1.0
+    with anyio.fail_after(1.0):
+        assert (await run.result).stop_reason == "aborted"
+    await run.dispose()
+
+
+@pytest.mark.parametrize("config_fields", [{"allowed_tools": ["Bash"]}])
+async def test_the_transport_lets_a_bare_query_be_interrupted_mid_tool(
     setup: Setup, cli: str
 ) -> None:
-    """What leaks the CLI with the SDK's own transport (it waits 5 s, then a second
-    cancel skips its SIGTERM) leaves nothing with ours."""
+    """Our Transport under the SDK's own ``query()``: the interrupt control request
+    ends the turn with the CLI's ``error_during_execution`` result."""
     setup.server.when("DSH-RAW", bash(BLOCKING_TOOL), "unreachable")
     config = setup.provider.config
-    env = child_env(config, str(setup.workdir))
-    transport = CLIProcessTransport(
-        cli_argv(config, cli, permission_prompts=False), env=env, cwd=str(setup.workdir)
+    env = scrubbed_env({**env_defaults(), **config.env})
+    child = await ChildProcess.start(
+        cli_argv(config, cli), env=env, cwd=str(setup.workdir), tag=RunTag()
     )
+    transport = CLITransport(child)
+    results: list[ResultMessage] = []
 
     async def consume() -> None:
         options = ClaudeAgentOptions(env=env)
-        async for _ in query(prompt="DSH-RAW", options=options, transport=transport):
-            pass
+        async for message in query(prompt="DSH-RAW", options=options, transport=transport):
+            if isinstance(message, ResultMessage):
+                results.append(message)
+                return
 
-    task = asyncio.get_running_loop().create_task(consume())
-    with anyio.fail_after(30):
-        while transport.child is None:
-            await anyio.sleep(0.01)
-    tree = await wait_for_blocking_tool({transport.child.pid}, task.done)
-    task.cancel()
-    await asyncio.sleep(0.05)
-    task.cancel()  # the second cancel, during teardown
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            tree = await wait_for_blocking_tool({child.pid}, lambda: bool(results))
+            assert await transport.interrupt()
+        (result,) = results
+        assert result.subtype == "error_during_execution"
+        assert result.terminal_reason == "aborted_tools"
+    finally:
+        await child.terminate(eof_grace=0, term_grace=0.3)
     gone = await anyio.to_thread.run_sync(wait_until_gone, tree, 1.0)
     assert gone <= 1.0
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    await transport.close()  # idempotent, also after an interrupted teardown
-    assert transport.closed
+    assert not await transport.interrupt()  # nothing left to ask
 
 
 # A parent process that delegates, prints the run id, then waits for the result.
@@ -288,11 +388,11 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize("config_fields", [{"allowed_tools": ["Bash"]}])
-async def test_when_the_parent_process_is_killed_outright_the_cli_dies_with_it(
+async def test_when_the_parent_process_is_killed_outright_the_cli_and_its_tools_die_with_it(
     setup: Setup,
 ) -> None:
-    """PR_SET_PDEATHSIG: the CLI does not finish its turn on its own. Its tool commands
-    (sessions of their own) are orphaned: the limit the docs state."""
+    """The watchdog of the killed parent kills the CLI's group and every process
+    carrying the run's tag: the tool commands too (sessions of their own)."""
     setup.server.when("DSH-ORPHAN", bash(BLOCKING_TOOL), "unreachable")
     tree: set[int] = set()
     parent = await asyncio.create_subprocess_exec(
@@ -312,9 +412,10 @@ async def test_when_the_parent_process_is_killed_outright_the_cli_dies_with_it(
         tools = {p for p in tree if cmdline(p).startswith("tail -f")}
         parent.kill()
         await parent.wait()
-        gone = await anyio.to_thread.run_sync(wait_until_gone, {cli}, 1.0)
-        assert gone <= 1.0
-        assert all(cmdline(p) for p in tools)  # orphaned, still running
+        assert any(WATCHDOG_MARK in cmdline(p) for p in tree)  # the parent's own watchdog
+        gone = await anyio.to_thread.run_sync(wait_until_gone, {cli, *tools}, 2.0)
+        assert gone <= 2.0
+        await anyio.to_thread.run_sync(wait_until_gone, tree, 5.0)  # the watchdog exits too
     finally:
         for pid in tree:
             with contextlib.suppress(ProcessLookupError):
@@ -322,6 +423,9 @@ async def test_when_the_parent_process_is_killed_outright_the_cli_dies_with_it(
         if parent.returncode is None:
             parent.kill()
             await parent.wait()
+
+
+# -- other failures ----------------------------------------------------------------------
 
 
 async def test_http_500_settles_error_fast_with_the_status_and_no_retry_storm(
@@ -340,9 +444,6 @@ async def test_http_500_settles_error_fast_with_the_status_and_no_retry_storm(
     assert len(setup.server.matching("DSH-500")) == 1
 
 
-# -- other failures ----------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("config_fields", [{"allowed_tools": ["Bash"], "max_turns": 1}])
 async def test_max_turns_settles_error_naming_the_limit(setup: Setup) -> None:
     setup.server.when("DSH-TURNS", bash("echo one"), "never reached")
@@ -359,8 +460,8 @@ async def test_an_empty_answer_is_an_error(setup: Setup) -> None:
     assert result.diagnostic == "claude-code: Claude Code finished with an empty result"
 
 
-@pytest.mark.parametrize("config_fields", [{"run_timeout": 2}])
-async def test_a_stalled_stream_hits_the_run_timeout(setup: Setup) -> None:
+@pytest.mark.parametrize("config_fields", [{"turn_timeout": 2}])
+async def test_a_stalled_stream_hits_the_turn_timeout(setup: Setup) -> None:
     setup.server.when(
         "DSH-STALL", MessagesReply(text="so far so", faults=StreamFaults(hang_after=4))
     )
@@ -370,7 +471,10 @@ async def test_a_stalled_stream_hits_the_run_timeout(setup: Setup) -> None:
     assert 2 <= time.monotonic() - started < 5
     assert result.stop_reason == "error"
     assert result.diagnostic is not None
-    assert result.diagnostic.startswith("claude-code: no result within run_timeout (2 s)")
+    assert result.diagnostic.startswith(
+        "claude-code turn failed: no answer within turn_timeout = 2 s"
+    )
+    assert result.output == "so"  # the text streamed before the stall
     assert live_children() - before == set()
     assert setup.server.matching("DSH-STALL")[0].client_disconnected
 
@@ -393,10 +497,12 @@ async def test_a_crashed_cli_is_reported_with_its_exit_and_stderr_tail(setup: Se
             result = await run.result
     assert result.stop_reason == "error"
     assert result.diagnostic is not None
-    assert "the Claude Code CLI ended (killed by SIGKILL) before sending a result" in (
+    assert result.diagnostic.startswith(
+        "claude-code: the Claude Code CLI ended (killed by SIGKILL) before sending a result"
+    )
+    assert "\nclaude-code stderr (last lines):\n[claude-code:unrecognized_model]" in (
         result.diagnostic
     )
-    assert "stderr: [claude-code:unrecognized_model]" in result.diagnostic
 
 
 # -- refused before any process ---------------------------------------------------------
@@ -438,12 +544,21 @@ async def test_bad_requests_and_configs_fail_loud_without_a_process(
     assert blank.value.code == "INVALID_REQUEST"
     not_executable = tmp_path / "claude"
     not_executable.write_text("")
-    broken = ClaudeCodeProvider(ClaudeCodeConfig(cli_path=str(not_executable)))
-    with pytest.raises(SubagentError, match="is not an executable file") as missing:
+    broken = ClaudeCodeProvider(ClaudeCodeConfig(command=str(not_executable)))
+    with pytest.raises(SubagentError, match="could not start Claude Code CLI") as missing:
         await broken.start(SubagentStartRequest("x", setup.parent, AbortSignal()))
     assert missing.value.code == "START_FAILED"
-    with pytest.raises(ValueError, match="must be an absolute path"):
-        ClaudeCodeConfig(cli_path="bin/claude")
-    with pytest.raises(ValueError, match="permission_mode"):
+    assert "set command to a claude executable" in str(missing.value)
+    with pytest.raises(ValidationError, match="absolute path or a name looked up on PATH"):
+        ClaudeCodeConfig(command="bin/claude")
+    with pytest.raises(ValidationError, match="permission_mode"):
         ClaudeCodeConfig(permission_mode="yolo")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="args must not set --output-format"):
+        ClaudeCodeConfig(args=["--output-format=json"])
+    with pytest.raises(ValidationError, match="run_timeout was renamed turn_timeout"):
+        ClaudeCodeConfig(run_timeout=60)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="cli_path was renamed command"):
+        ClaudeCodeConfig(cli_path="/usr/bin/claude")  # type: ignore[call-arg]
+    assert ClaudeCodeConfig().turn_timeout == 900
+    assert ClaudeCodeConfig(command="claude").command == "claude"  # looked up on PATH
     assert live_children() == before

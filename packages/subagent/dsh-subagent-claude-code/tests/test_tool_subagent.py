@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh.cli.presets import shipped_preset
+from dsh.cli._presets import shipped_preset
 from dsh.core import (
+    BoundModel,
     Context,
     Preset,
     ScriptedAdapter,
@@ -17,7 +18,6 @@ from dsh.core import (
     ScriptedToolCall,
     parse_preset,
 )
-from dsh.core.llm import BoundModel
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_claude_code import ClaudeCodeProvider
 from dsh.testing.model_servers import AnthropicMessagesServer
@@ -36,7 +36,7 @@ adapter = "scripted"
 name = "dsh-subagent-claude-code"
 [plugin.config]
 model = "claude-sonnet-4-5"
-run_timeout = 60
+turn_timeout = 60
 [plugin.config.env]
 {env_lines}
 

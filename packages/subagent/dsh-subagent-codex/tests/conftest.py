@@ -7,6 +7,7 @@ the tests; locally they are skipped with the install command.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -21,7 +22,15 @@ import pytest
 from dsh.core import Agent, Context, parse_preset
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_codex import CodexConfig, CodexProvider
-from dsh.testing.model_servers import Hang, HTTPError, StreamFaults, codex_offline_env
+from dsh.testing.model_servers import (
+    Exchange,
+    Hang,
+    HTTPError,
+    SSEEvent,
+    StreamFaults,
+    codex_offline_env,
+)
+from dsh.testing.model_servers import openai_responses as responses_api
 from dsh.testing.model_servers.openai_responses import (
     FunctionCall,
     OpenAIResponsesServer,
@@ -35,6 +44,8 @@ DEFAULT_CODEX = REPO / ".tools" / "codex" / "bin" / "codex"
 
 HELLO = "Hello from the fake model."
 STALL_TEXT = "Partial answer before the stall"
+THOUGHT = ("Weighing ", "the options.")
+"""The reasoning summary a :class:`ThinkingReply` streams."""
 
 
 def find_codex() -> str:
@@ -57,6 +68,40 @@ def find_codex() -> str:
 def codex_bin() -> str:
     """Path of the real codex binary."""
     return find_codex()
+
+
+class ThinkingReply(ResponsesReply):
+    """A reply preceded by a reasoning item whose summary streams :data:`THOUGHT`."""
+
+
+class ReasoningServer(OpenAIResponsesServer):
+    """The fake Responses server, plus reasoning summaries for :class:`ThinkingReply`."""
+
+    async def render(self, item: Any, exchange: Exchange) -> None:
+        if not isinstance(item, ThinkingReply):
+            await super().render(item, exchange)
+            return
+        body = exchange.request.json
+        events = responses_api._events(item, body, "resp_think", self._output_items(item))
+        seq = itertools.count(1000)
+        where = {"item_id": "rs_1", "output_index": 0, "summary_index": 0}
+        summary = {"type": "summary_text", "text": "".join(THOUGHT)}
+
+        def event(kind: str, **data: Any) -> SSEEvent:
+            return SSEEvent({"type": kind, "sequence_number": next(seq), **data}, event=kind)
+
+        def reasoning(done: bool) -> dict[str, Any]:
+            return {"id": "rs_1", "type": "reasoning", "summary": [summary] if done else []}
+
+        thinking = [
+            event("response.output_item.added", output_index=0, item=reasoning(False)),
+            event("response.reasoning_summary_part.added", **where, part={**summary, "text": ""}),
+            *(event("response.reasoning_summary_text.delta", **where, delta=d) for d in THOUGHT),
+            event("response.reasoning_summary_text.done", **where, text=summary["text"]),
+            event("response.reasoning_summary_part.done", **where, part=summary),
+            event("response.output_item.done", output_index=0, item=reasoning(True)),
+        ]
+        await exchange.stream(events[:2] + thinking + events[2:], item.faults)
 
 
 def standard_rules(server: OpenAIResponsesServer) -> None:
@@ -92,12 +137,13 @@ def standard_rules(server: OpenAIResponsesServer) -> None:
     server.when(
         "stall", ResponsesReply(text=STALL_TEXT, text_chunks=4, faults=StreamFaults(hang_after=6))
     )
+    server.when("think first", ThinkingReply(text="Thought it through."))
 
 
 @pytest.fixture
 def responses() -> Iterator[OpenAIResponsesServer]:
-    """A fake Responses API server with :func:`standard_rules`."""
-    server = OpenAIResponsesServer()
+    """A fake Responses API server with :func:`standard_rules` (and reasoning support)."""
+    server = ReasoningServer()
     standard_rules(server)
     with server:
         yield server
@@ -112,6 +158,7 @@ class CodexSetup:
     server: OpenAIResponsesServer
     hello: str = HELLO
     stall_text: str = STALL_TEXT
+    thought: tuple[str, ...] = THOUGHT
     workspace: Path = field(init=False)
     codex_home: Path = field(init=False)
     env: dict[str, str] = field(init=False)
@@ -127,7 +174,7 @@ class CodexSetup:
         """Provider config (as in a preset row) for this setup."""
         env = dict(self.env)
         codex_home = env.pop("CODEX_HOME")  # the provider's own field sets it
-        config: dict[str, Any] = {"command": [self.bin], "codex_home": codex_home, "env": env}
+        config: dict[str, Any] = {"command": self.bin, "codex_home": codex_home, "env": env}
         config.update(overrides)
         return config
 

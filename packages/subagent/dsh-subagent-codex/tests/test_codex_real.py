@@ -43,9 +43,10 @@ async def test_completes_a_delegated_task_and_leaves_no_process(codex: Any, proc
         assert procs.tree({child}) & procs.codex(), "the run's child is not the codex binary"
         with anyio.fail_after(30):
             result = await run.result
-        # a settled run has already torn its process down
+        # a completed run settles at once; dispose waits for the teardown
+        with anyio.fail_after(5):
+            await run.dispose()
         assert procs.new_tree(before) == set()
-        await run.dispose()
     assert result.stop_reason == "completed", result
     assert result.output == codex.hello
     assert result.diagnostic is None
@@ -252,7 +253,7 @@ async def test_abort_during_the_handshake_raises_and_kills_codex(codex: Any, pro
 
 
 async def test_missing_command_fails_to_start(codex: Any, procs: Any) -> None:
-    async with codex.context(command=["/nonexistent/codex"]) as (ctx, parent):
+    async with codex.context(command="/nonexistent/codex") as (ctx, parent):
         before = live_children()
         with pytest.raises(SubagentError) as info:
             await SubagentRuntime.of(ctx).start(
@@ -297,8 +298,8 @@ async def test_unknown_server_request_is_answered_with_an_error_and_fails_the_ru
 ) -> None:
     relay = Path(__file__).with_name("inject_server_request.py")
     log = tmp_path / "answers.jsonl"
-    command = [sys.executable, str(relay), str(log), "item/fromTheFuture/request", codex.bin]
-    async with codex.context(command=command) as (ctx, parent):
+    args = [str(relay), str(log), "item/fromTheFuture/request", codex.bin]
+    async with codex.context(command=sys.executable, args=args) as (ctx, parent):
         before = live_children()
         started = time.monotonic()
         run = await SubagentRuntime.of(ctx).start(
@@ -329,8 +330,8 @@ async def test_a_turn_start_error_settles_error_naming_the_stage(
     codex: Any, procs: Any, tmp_path: Any
 ) -> None:
     relay = Path(__file__).with_name("inject_server_request.py")
-    command = [sys.executable, str(relay), str(tmp_path / "log"), "fail-turn-start", codex.bin]
-    async with codex.context(command=command) as (ctx, parent):
+    args = [str(relay), str(tmp_path / "log"), "fail-turn-start", codex.bin]
+    async with codex.context(command=sys.executable, args=args) as (ctx, parent):
         before = live_children()
         run = await SubagentRuntime.of(ctx).start(
             "codex", SubagentStartRequest("please say hello", parent, AbortSignal())
@@ -345,3 +346,48 @@ async def test_a_turn_start_error_settles_error_naming_the_stage(
         "codex turn-start failed: turn/start: injected turn/start failure (code -32600)"
     )
     assert codex.server.requests == []
+
+
+FAKE = str(Path(__file__).with_name("fake_app_server.py"))
+
+
+async def test_a_silent_codex_fails_the_start_within_start_timeout(codex: Any, procs: Any) -> None:
+    overrides = {"command": sys.executable, "args": [FAKE, "silent"], "start_timeout": 0.5}
+    async with codex.context(**overrides) as (ctx, parent):
+        before = live_children()
+        started = time.monotonic()
+        with pytest.raises(SubagentError) as info:
+            await SubagentRuntime.of(ctx).start(
+                "codex", SubagentStartRequest("please say hello", parent, AbortSignal())
+            )
+        elapsed = time.monotonic() - started
+        assert procs.new_tree(before) == set()
+    assert info.value.code == "START_FAILED"
+    assert info.value.message.startswith(
+        "codex did not start within start_timeout = 0.5 s (stage: initialize)"
+    )
+    assert elapsed < 3.0
+
+
+async def test_a_codex_silent_on_turn_start_settles_error_naming_the_stage(codex: Any) -> None:
+    overrides = {"command": sys.executable, "args": [FAKE, "silent-turn"], "start_timeout": 0.5}
+    async with codex.context(**overrides) as (ctx, parent):
+        result = await delegate(ctx, parent, "please say hello")
+    assert result.stop_reason == "error", result
+    assert result.diagnostic == (
+        "codex turn-start failed: codex did not answer turn/start within 0.5 s"
+    )
+
+
+async def test_codex_exiting_mid_turn_settles_error_with_its_last_words(codex: Any) -> None:
+    overrides = {"command": sys.executable, "args": [FAKE, "exit-mid-turn"]}
+    async with codex.context(**overrides) as (ctx, parent):
+        result = await delegate(ctx, parent, "please say hello")
+    assert result.stop_reason == "error", result
+    assert result.output == "Half an ans"
+    assert result.usage.incomplete  # codex reported no usage
+    assert result.diagnostic is not None
+    assert result.diagnostic.startswith(
+        "codex process failed: codex app-server exited (exit status 3) before the turn completed"
+    )
+    assert "the fake app-server gave up mid-turn" in result.diagnostic

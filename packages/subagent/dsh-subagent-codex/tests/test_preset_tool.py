@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from dsh.core import AgentDefaults, Context, ModelConfig, PluginRow, Preset, load_preset
-from dsh.subagent import EVENT_END, SubagentRuntime
+from dsh.subagent import SubagentRuntime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -59,7 +59,7 @@ async def test_parent_delegates_through_the_tool_and_the_result_lands_in_its_log
         assert tool is not None
         assert set(tool.spec.parameters["properties"]) == {"description", "prompt"}
         ends: list[Any] = []
-        ctx.events.on(EVENT_END, ends.append)
+        ctx.events.on("subagent/end", ends.append)
         parent = ctx.agents.create()
         with anyio.fail_after(30):
             outcome = await parent.run("delegate the echo")

@@ -7,18 +7,12 @@ from typing import Any
 
 import pytest
 
-from dsh.subagent_codex import (
-    KNOWN_METHODS,
-    CodexConfig,
-    Notification,
-    ProtocolError,
-    Response,
-    ServerRequest,
-    TurnTracker,
-    classify,
-    decide,
-)
-from dsh.subagent_codex.config import toml_value
+from dsh.subagent import SubagentProgress, SubagentUsage
+from dsh.subagent_codex import CodexConfig
+from dsh.subagent_codex._config import toml_value
+from dsh.subagent_codex._policy import KNOWN_METHODS, decide
+from dsh.subagent_codex._rpc import Notification, ProtocolError, Response, ServerRequest, classify
+from dsh.subagent_codex._turn import TurnTracker
 
 THREAD = "01a23681-b378-7c40-8a1e-2f7d0c5e9b11"
 TURN = "01a23681-b392-7f61-9d0e-6a1c3b2e4d55"
@@ -325,14 +319,10 @@ def test_a_completed_turn_answers_with_its_last_non_empty_agent_message() -> Non
     assert done
     assert tracker.status == "completed"
     assert tracker.answer() == "The answer is 42."
-    assert tracker.usage == {
-        "input_tokens": 100,
-        "output_tokens": 10,
-        "cached_input_tokens": 7,
-        "reasoning_output_tokens": 2,
-        "total_tokens": 110,
-        "model_context_window": 258400,
-    }
+    assert tracker.usage == SubagentUsage(
+        input_tokens=100, output_tokens=10, cached_input_tokens=7, reasoning_tokens=2
+    )
+    assert tracker.usage.incomplete is False
 
 
 def test_an_interrupted_turn_keeps_the_streamed_partial_text() -> None:
@@ -383,6 +373,140 @@ def test_a_failed_turn_explains_itself() -> None:
     )
 
 
+# -- progress ------------------------------------------------------------------------
+
+
+def command_item(status: str, exit_code: int | None, output: str | None) -> dict[str, Any]:
+    return {
+        "type": "commandExecution",
+        "id": "call_7",
+        "command": "/bin/bash -lc 'make test'",
+        "cwd": "/work/ws",
+        "processId": "4242",
+        "source": "unifiedExecStartup",
+        "status": status,
+        "commandActions": [{"type": "unknown", "command": "make test"}],
+        "aggregatedOutput": output,
+        "exitCode": exit_code,
+        "durationMs": None,
+    }
+
+
+def progress_of(tracker: TurnTracker, method: str, **params: Any) -> SubagentProgress | None:
+    message = note(method, **params)
+    tracker.feed(message)
+    return tracker.progress(message)
+
+
+def test_deltas_map_to_text_and_thinking() -> None:
+    tracker = TurnTracker(THREAD, turn_id=TURN)
+    where = {"turnId": TURN, "itemId": "x"}
+    assert progress_of(tracker, "item/agentMessage/delta", **where, delta="Hel") == (
+        SubagentProgress("text", text="Hel")
+    )
+    assert progress_of(
+        tracker, "item/reasoning/summaryTextDelta", **where, delta="Plan", summaryIndex=0
+    ) == SubagentProgress("thinking", text="Plan")
+    assert progress_of(
+        tracker, "item/reasoning/textDelta", **where, delta="raw", contentIndex=0
+    ) == SubagentProgress("thinking", text="raw")
+    assert progress_of(tracker, "item/agentMessage/delta", **where, delta="") is None
+    other = Notification("item/agentMessage/delta", {"threadId": "other", "delta": "x"})
+    assert tracker.progress(other) is None
+    assert progress_of(tracker, "turn/started", turn={"id": TURN}) is None
+
+
+def test_commands_map_to_tool_call_and_tool_update() -> None:
+    tracker = TurnTracker(THREAD, turn_id=TURN)
+    started = progress_of(tracker, "item/started", item=command_item("inProgress", None, None))
+    assert started == SubagentProgress(
+        "tool_call",
+        tool_call_id="call_7",
+        name="exec_command",
+        title="/bin/bash -lc 'make test'",
+        arguments={"command": "/bin/bash -lc 'make test'"},
+    )
+    done = progress_of(tracker, "item/completed", item=command_item("completed", 0, "ok\n"))
+    assert done == SubagentProgress(
+        "tool_update", tool_call_id="call_7", name="exec_command", status="completed", text="ok\n"
+    )
+    long = "x" * 5000
+    failed = progress_of(tracker, "item/completed", item=command_item("completed", 2, long))
+    assert failed is not None
+    assert failed.status == "failed"  # by its exit code
+    assert failed.text == "x" * 399 + "…"
+    declined = progress_of(tracker, "item/completed", item=command_item("declined", None, None))
+    assert declined is not None
+    assert (declined.status, declined.text) == ("failed", None)
+    # other items are not tools
+    assert progress_of(tracker, "item/started", item=agent_item("msg_1", "")) is None
+
+
+def test_file_changes_and_mcp_calls_map_to_tools() -> None:
+    tracker = TurnTracker(THREAD, turn_id=TURN)
+    changes = [
+        {"path": "/work/ws/a.py", "kind": {"type": "add"}, "diff": "+x"},
+        {"path": "/work/ws/b.py", "kind": {"type": "update"}, "diff": "-y"},
+    ]
+    item = {"type": "fileChange", "id": "call_8", "changes": changes, "status": "inProgress"}
+    call = progress_of(tracker, "item/started", item=item)
+    assert call == SubagentProgress(
+        "tool_call",
+        tool_call_id="call_8",
+        name="apply_patch",
+        title="/work/ws/a.py, /work/ws/b.py",
+        arguments={"paths": ["/work/ws/a.py", "/work/ws/b.py"]},
+    )
+    update = progress_of(tracker, "item/completed", item={**item, "status": "failed"})
+    assert update is not None
+    assert (update.tool_call_id, update.status) == ("call_8", "failed")
+    mcp = {
+        "type": "mcpToolCall",
+        "id": "call_9",
+        "server": "docs",
+        "tool": "search",
+        "arguments": {"q": "x"},
+        "status": "failed",
+        "error": {"message": "server went away"},
+        "result": None,
+    }
+    call = progress_of(tracker, "item/started", item={**mcp, "status": "inProgress", "error": None})
+    assert call is not None
+    assert (call.name, call.title, call.arguments) == ("search", "docs/search", {"q": "x"})
+    update = progress_of(tracker, "item/completed", item=mcp)
+    assert update is not None
+    assert (update.status, update.text) == ("failed", "server went away")
+
+
+def test_token_usage_and_retries_map_to_usage_and_notices() -> None:
+    tracker = TurnTracker(THREAD, turn_id=TURN)
+    total = {
+        "totalTokens": 15,
+        "inputTokens": 10,
+        "cachedInputTokens": 4,
+        "outputTokens": 5,
+        "reasoningOutputTokens": 1,
+    }
+    usage = progress_of(
+        tracker, "thread/tokenUsage/updated", tokenUsage={"total": total, "last": total}
+    )
+    expected = SubagentUsage(10, 5, cached_input_tokens=4, reasoning_tokens=1)
+    assert usage == SubagentProgress("usage", usage=expected)
+    retry = progress_of(tracker, "error", error={"message": "Reconnecting... 1/5"}, willRetry=True)
+    assert retry == SubagentProgress("notice", text="Reconnecting... 1/5 (codex will retry)")
+    assert progress_of(tracker, "error", error={"message": "final"}, willRetry=False) is None
+    assert progress_of(tracker, "warning", message="disk almost full") == SubagentProgress(
+        "notice", text="disk almost full"
+    )
+
+
+def test_no_token_usage_reported_is_unknown() -> None:
+    tracker = TurnTracker(THREAD, turn_id=TURN)
+    assert tracker.usage is None
+    assert progress_of(tracker, "thread/tokenUsage/updated", tokenUsage=None) is None
+    assert tracker.usage is None
+
+
 # -- config --------------------------------------------------------------------------
 
 
@@ -396,7 +520,7 @@ def test_argv_and_overrides() -> None:
             "sandbox_workspace_write.writable_roots": ["/tmp/a b"],
         },
     )
-    assert config.argv() == [
+    assert config.argv == [
         "/opt/codex",
         "app-server",
         "--strict-config",
@@ -409,7 +533,18 @@ def test_argv_and_overrides() -> None:
         "-c",
         'sandbox_workspace_write.writable_roots=["/tmp/a b"]',
     ]
-    assert CodexConfig(strict_config=False).argv() == ["codex", "app-server"]
+    assert CodexConfig(strict_config=False).argv == ["codex", "app-server"]
+    strict = ["--strict-config"]
+    wrapped = CodexConfig(command="npx", args=["--yes", "@openai/codex@0.171.0"])
+    assert wrapped.argv == ["npx", "--yes", "@openai/codex@0.171.0", "app-server", *strict]
+
+
+def test_timeouts_come_from_the_kit() -> None:
+    config = CodexConfig()
+    assert config.turn_timeout == 900  # a model server that never answers cannot hang a run
+    assert config.start_timeout == 60
+    assert config.cancel_grace == 0.5  # codex ends an interrupted turn in 3-105 ms
+    assert CodexConfig(turn_timeout=None).turn_timeout is None
 
 
 def test_toml_values() -> None:
@@ -427,8 +562,11 @@ def test_toml_values() -> None:
     [
         ({"codex_home": "relative/home"}, "must be an absolute path"),
         ({"cwd": "ws"}, "must be an absolute path"),
-        ({"command": [""]}, "must name the codex executable"),
-        ({"command": []}, "at least 1 item"),
+        ({"command": ["codex", "-v"]}, "command is one executable; put further arguments in args"),
+        ({"command": []}, "command is one executable"),
+        ({"command": "  "}, "must name the codex executable"),
+        ({"command": ""}, "at least 1 character"),
+        ({"startup_timeout": 30}, "startup_timeout was renamed start_timeout"),
         ({"permission_mode": "yolo"}, "permission_mode"),
         ({"turn_timeout": 0}, "greater than 0"),
         ({"config_overrides": {"a b": 1}}, "not a dotted TOML key"),
@@ -445,7 +583,7 @@ def test_permission_modes() -> None:
     modes = {
         mode: (s.sandbox, s.approval_policy, s.approve)
         for mode, s in (
-            (m, CodexConfig(permission_mode=m).permissions)  # type: ignore[arg-type]
+            (m, CodexConfig(permission_mode=m).permissions)
             for m in ("read-only", "workspace-write", "auto-approve", "full-access")
         )
     }

@@ -28,20 +28,21 @@ from dsh.core import (
 )
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
-    CHILD_EVENT,
     NOTICE_SETTLED,
-    SPEC_EVENT,
     SubagentError,
     SubagentRuntime,
     SubagentStartRequest,
     ToolFilter,
 )
-from dsh.subagent.activation_lock import ActivationLock
+from dsh.subagent._activation_lock import ActivationLock  # a lock held by "another process"
 from dsh.subagent_in_process_driver import DELEGATION_SECTION, DESCRIPTOR_EVENT, InProcessProvider
 from dsh.testing.scripted_provider import ScriptedProvider
 from dsh.testing.scripting import last_user_text, model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(15)]
+
+SPEC_EVENT = "subagent/continuable"  # the child's re-activation record
+CHILD_EVENT = "subagent/child"  # the parent's record of a continuable child
 
 PRESET = parse_preset('[agent.model]\nadapter = "scripted"\n')
 

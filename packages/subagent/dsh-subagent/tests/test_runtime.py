@@ -11,10 +11,6 @@ import pytest
 from dsh.core import AbortSignal, Agent, BusEvent, Context, parse_preset
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
-    EVENT_END,
-    EVENT_PROVIDER_ADDED,
-    EVENT_PROVIDER_REMOVED,
-    EVENT_START,
     NO_START_CAPABILITIES,
     SubagentCapabilities,
     SubagentError,
@@ -22,6 +18,12 @@ from dsh.subagent import (
     SubagentRuntime,
     SubagentStartRequest,
     ToolFilter,
+)
+from dsh.subagent._runtime import (
+    EVENT_END,
+    EVENT_PROVIDER_ADDED,
+    EVENT_PROVIDER_REMOVED,
+    EVENT_START,
 )
 from dsh.testing.scripted_provider import HANG_PROMPT, ScriptedProvider
 
@@ -221,6 +223,7 @@ async def test_start_then_exactly_one_end_scoped_to_the_parent(ctx: Context, par
         "provider": "s",
         "parent_agent": parent.id,
         "label": "job",
+        "depth": 1,
     }
     assert mine[1].data["stop_reason"] == "completed"
     assert mine[1].data["usage"] == {"input_tokens": 3, "output_tokens": 1}

@@ -10,6 +10,7 @@ import pytest
 
 from dsh.core import (
     Agent,
+    BoundModel,
     Context,
     PluginError,
     ScriptedAdapter,
@@ -17,7 +18,6 @@ from dsh.core import (
     ScriptedToolCall,
     parse_preset,
 )
-from dsh.core.llm import BoundModel
 from dsh.subagent import ALL_START_CAPABILITIES, SubagentResult, SubagentRuntime
 from dsh.testing.scripted_provider import HANG_PROMPT, ScriptedProvider
 
@@ -249,11 +249,10 @@ async def test_cancelling_the_parent_aborts_the_child_and_disposes(ctx: Context)
 
 
 async def test_tool_follows_its_provider(ctx: Context) -> None:
-    await load_tool(ctx)
-    assert "subagent" not in ctx.tools
     remove = SubagentRuntime.of(ctx).register_provider(
         ScriptedProvider("scripted", capabilities=ALL_START_CAPABILITIES)
     )
+    await load_tool(ctx)
     assert "subagent" in ctx.tools
     remove()
     assert "subagent" not in ctx.tools
@@ -263,6 +262,17 @@ async def test_tool_follows_its_provider(ctx: Context) -> None:
     assert "subagent" in ctx.tools
     await ctx.plugins.unload("subagent")
     assert "subagent" not in ctx.tools
+
+
+async def test_a_tool_loaded_without_its_provider_fails_loud(ctx: Context) -> None:
+    with pytest.raises(PluginError) as info:
+        await load_tool(ctx)
+    message = str(info.value)
+    assert 'plugin "dsh-tool-subagent"' in message
+    assert 'no subagent provider named "scripted" is registered' in message
+    assert "add a [[plugin]] row for the provider's plugin" in message
+    assert "subagent" not in ctx.tools
+    assert ctx.plugins.get("subagent") is None  # nothing stays loaded
 
 
 TWO_TOOLS = (

@@ -4,3 +4,7 @@
 output; ``dsh demo`` runs the offline delegation demo; ``dsh acp`` serves an agent
 over the Agent Client Protocol on stdio; ``dsh presets`` lists shipped presets.
 """
+
+from dsh.cli._main import main
+
+__all__ = ["main"]

@@ -1,5 +1,5 @@
 """``python -m dsh.cli``."""
 
-from dsh.cli.main import main
+from dsh.cli._main import main
 
 raise SystemExit(main())

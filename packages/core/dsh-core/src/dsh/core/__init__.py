@@ -4,14 +4,23 @@ Context and plugins, sessions (JSONL), agents and the agent loop, the LLM runtim
 with a scripted adapter, tools, jobs, the event bus and the abort signal.
 """
 
-from dsh.core.agent import Agent, AgentObserver, StopReason, TurnOutcome, last_output
-from dsh.core.agents import AgentRegistry, ConfigError
-from dsh.core.content import Content, ContentBlock, as_blocks, text_block, text_of
-from dsh.core.context import Context
-from dsh.core.effects import AsyncDisposer, Disposer, EffectScope
-from dsh.core.events import ANY, BusEvent, EventBus
-from dsh.core.jobs import MAX_RUNNING_PER_OWNER, Job, JobError, JobOutcome, JobRegistry, JobStatus
-from dsh.core.llm import (
+from dsh.core._agent import Agent, AgentObserver, StopReason, TurnOutcome, last_output
+from dsh.core._agents import AgentRegistry, ConfigError
+from dsh.core._content import Content, ContentBlock, as_blocks, text_block, text_of
+from dsh.core._context import Context
+from dsh.core._effects import AsyncDisposer, Disposer, EffectScope
+from dsh.core._errors import DshError
+from dsh.core._events import ANY, BusEvent, EventBus
+from dsh.core._jobs import (
+    MAX_RUNNING_PER_OWNER,
+    Job,
+    JobError,
+    JobOutcome,
+    JobRegistry,
+    JobStatus,
+    describe_job,
+)
+from dsh.core._llm import (
     BoundModel,
     LLMRuntime,
     ModelAdapter,
@@ -19,14 +28,15 @@ from dsh.core.llm import (
     ModelDone,
     ModelError,
     ModelRequest,
+    ModelStopReason,
     ModelStreamEvent,
     TextDelta,
     ToolCall,
     ToolSpec,
     Usage,
 )
-from dsh.core.plugins import LoadedPlugin, NoConfig, Plugin, PluginError, PluginHost
-from dsh.core.presets import (
+from dsh.core._plugins import LoadedPlugin, NoConfig, Plugin, PluginError, PluginHost
+from dsh.core._presets import (
     AgentDefaults,
     PluginRow,
     Preset,
@@ -34,9 +44,14 @@ from dsh.core.presets import (
     load_preset,
     parse_preset,
 )
-from dsh.core.prompt import PromptSections
-from dsh.core.scripted import ScriptedAdapter, ScriptedModelOptions, ScriptedReply, ScriptedToolCall
-from dsh.core.session import (
+from dsh.core._prompt import PromptSections
+from dsh.core._scripted import (
+    ScriptedAdapter,
+    ScriptedModelOptions,
+    ScriptedReply,
+    ScriptedToolCall,
+)
+from dsh.core._session import (
     Event,
     LoadedSession,
     Session,
@@ -45,8 +60,8 @@ from dsh.core.session import (
     SessionStore,
     TornTail,
 )
-from dsh.core.signals import Aborted, AbortSignal
-from dsh.core.tools import (
+from dsh.core._signals import Aborted, AbortSignal
+from dsh.core._tools import (
     AgentTools,
     Tool,
     ToolContext,
@@ -57,7 +72,7 @@ from dsh.core.tools import (
     TurnBlocked,
     tool,
 )
-from dsh.core.validation import validation_problems
+from dsh.core._validation import validation_problems
 
 __all__ = [
     "ANY",
@@ -77,6 +92,7 @@ __all__ = [
     "ContentBlock",
     "Context",
     "Disposer",
+    "DshError",
     "EffectScope",
     "Event",
     "EventBus",
@@ -93,6 +109,7 @@ __all__ = [
     "ModelDone",
     "ModelError",
     "ModelRequest",
+    "ModelStopReason",
     "ModelStreamEvent",
     "NoConfig",
     "Plugin",
@@ -125,6 +142,7 @@ __all__ = [
     "TurnOutcome",
     "Usage",
     "as_blocks",
+    "describe_job",
     "last_output",
     "load_preset",
     "parse_preset",

@@ -12,8 +12,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from dsh.core import AbortSignal, Agent, Job, Tool, ToolContext, ToolResult
-from dsh.core.jobs import describe_job
+from dsh.core import AbortSignal, Agent, Job, Tool, ToolContext, ToolResult, describe_job
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",

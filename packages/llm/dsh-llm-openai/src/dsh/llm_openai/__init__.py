@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dsh.core.effects import EffectScope
-from dsh.core.llm import ModelConfig
-from dsh.core.plugins import Plugin
+from dsh.core import EffectScope, ModelConfig, Plugin
 from dsh.llm_openai.adapter import OpenAIChatAdapter, SharedClient
 from dsh.llm_openai.config import (
     DEFAULT_BASE_URL,
@@ -31,7 +29,7 @@ from dsh.llm_openai.config import (
 from dsh.llm_openai.messages import chat_messages, tool_definitions
 
 if TYPE_CHECKING:
-    from dsh.core.context import Context
+    from dsh.core import Context
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -1,10 +1,10 @@
 """The ``openai`` model adapter: streamed chat completions over httpx.
 
 Every await on the network is bounded by the configured timeouts and is
-abortable: when the request's :class:`~dsh.core.signals.AbortSignal` fires, the
+abortable: when the request's :class:`~dsh.core._signals.AbortSignal` fires, the
 pending read is cancelled and the response closed, so the server sees the
 connection go away. Cancelling the caller (an agent's cancel scope) does the
-same. Failures become :class:`~dsh.core.llm.ModelError` with a message that says
+same. Failures become :class:`~dsh.core._llm.ModelError` with a message that says
 what happened and where: HTTP errors carry the status and the server's message.
 """
 
@@ -20,8 +20,7 @@ from typing import Any, Self, TypeVar
 import anyio
 import httpx
 
-from dsh.core.llm import ModelError, ModelRequest, ModelStreamEvent
-from dsh.core.signals import AbortSignal
+from dsh.core import AbortSignal, ModelError, ModelRequest, ModelStreamEvent
 from dsh.llm_openai.config import OpenAIOptions
 from dsh.llm_openai.messages import chat_messages, tool_definitions
 from dsh.llm_openai.stream import ChunkAssembler, SSELines, error_detail

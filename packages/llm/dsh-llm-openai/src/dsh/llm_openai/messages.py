@@ -19,8 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh.core.llm import ToolSpec
-from dsh.core.session import Event
+from dsh.core import Event, ToolSpec
 
 __all__ = ["INTERRUPTED_RESULT", "chat_messages", "plain", "tool_definitions"]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsh.core.llm import ModelDone, ModelError, ModelStopReason, TextDelta, ToolCall, Usage
+from dsh.core import ModelDone, ModelError, ModelStopReason, TextDelta, ToolCall, Usage
 
 __all__ = ["STOP_REASONS", "ChunkAssembler", "SSELines", "error_detail"]
 

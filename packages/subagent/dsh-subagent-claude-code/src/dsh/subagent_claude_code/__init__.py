@@ -3,7 +3,8 @@
 Each delegation runs one Claude Code CLI process (bundled in claude-agent-sdk)
 through ``claude_agent_sdk.query``, in the parent's cwd, with a credential-
 scrubbed environment, a permission mode (default ``dontAsk``) and a permission
-callback that denies whatever the CLI would ask about. Load it from a preset::
+callback that denies whatever the CLI would ask about. ``run.progress()`` shows
+its text, thinking, tool calls and usage as they happen. Load it from a preset::
 
     [[plugin]]
     name = "dsh-subagent-claude-code"
@@ -19,19 +20,8 @@ Importing this package does not import claude-agent-sdk (about 3 s); the first
 run does, in a worker thread.
 """
 
-from __future__ import annotations
+from dsh.subagent_claude_code._config import ClaudeCodeConfig, PermissionMode
+from dsh.subagent_claude_code._plugin import plugin
+from dsh.subagent_claude_code._provider import ClaudeCodeProvider
 
-from dsh.core import Context, EffectScope, Plugin
-from dsh.subagent import SubagentRuntime
-from dsh.subagent_claude_code.config import PERMISSION_MODES, ClaudeCodeConfig, PermissionMode
-from dsh.subagent_claude_code.provider import ClaudeCodeProvider
-
-__all__ = ["PERMISSION_MODES", "ClaudeCodeConfig", "ClaudeCodeProvider", "PermissionMode", "plugin"]
-
-
-def apply(ctx: Context, config: ClaudeCodeConfig, effects: EffectScope) -> None:
-    """Register a ``claude-code`` provider with ``ctx.subagents``."""
-    effects.add(SubagentRuntime.of(ctx).register_provider(ClaudeCodeProvider(config)))
-
-
-plugin = Plugin("dsh-subagent-claude-code", apply, ClaudeCodeConfig)
+__all__ = ["ClaudeCodeConfig", "ClaudeCodeProvider", "PermissionMode", "plugin"]

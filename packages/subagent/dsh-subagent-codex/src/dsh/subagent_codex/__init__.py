@@ -4,8 +4,9 @@ Each run is a one-shot ``codex app-server`` child spoken to over stdio
 (newline-delimited JSON-RPC without a ``jsonrpc`` field): ``initialize``,
 ``initialized``, an ephemeral ``thread/start`` in the parent's cwd with the
 sandbox and approval policy of ``permission_mode``, one ``turn/start`` with the
-prompt; the last completed agent message is the output. Cancel sends
-``turn/interrupt``, then the process group is torn down::
+prompt; the last completed agent message is the output, and ``run.progress()``
+shows codex's text, reasoning, commands, file changes and token usage live.
+Cancel sends ``turn/interrupt``, then the process group is torn down::
 
     [[plugin]]
     name = "dsh-subagent-codex"
@@ -16,49 +17,7 @@ prompt; the last completed agent message is the output. Cancel sends
     config = { provider = "codex", tool_name = "subagent_codex", max_depth = "provider-managed" }
 """
 
-from dsh.subagent_codex.config import (
-    PERMISSION_MODES,
-    CodexConfig,
-    PermissionMode,
-    PermissionSettings,
-)
-from dsh.subagent_codex.plugin import plugin
-from dsh.subagent_codex.policy import KNOWN_METHODS, PolicyDecision, decide
-from dsh.subagent_codex.provider import CodexProvider
-from dsh.subagent_codex.rpc import (
-    AppServerConnection,
-    ConnectionClosed,
-    Notification,
-    ProtocolError,
-    Response,
-    RpcError,
-    ServerRequest,
-    ServerRequestAnswer,
-    classify,
-)
-from dsh.subagent_codex.session import CodexSession
-from dsh.subagent_codex.turn import TurnTracker, usage_from
+from dsh.subagent_codex._config import CodexConfig, PermissionMode
+from dsh.subagent_codex._provider import CodexProvider, plugin
 
-__all__ = [
-    "KNOWN_METHODS",
-    "PERMISSION_MODES",
-    "AppServerConnection",
-    "CodexConfig",
-    "CodexProvider",
-    "CodexSession",
-    "ConnectionClosed",
-    "Notification",
-    "PermissionMode",
-    "PermissionSettings",
-    "PolicyDecision",
-    "ProtocolError",
-    "Response",
-    "RpcError",
-    "ServerRequest",
-    "ServerRequestAnswer",
-    "TurnTracker",
-    "classify",
-    "decide",
-    "plugin",
-    "usage_from",
-]
+__all__ = ["CodexConfig", "CodexProvider", "PermissionMode", "plugin"]

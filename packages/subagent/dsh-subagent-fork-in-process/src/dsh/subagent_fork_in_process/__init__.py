@@ -9,8 +9,11 @@ the last ``turn/end``, shared, not copied. Load it from a preset::
 
 from __future__ import annotations
 
-from dsh.subagent_in_process_driver import InProcessProvider
-from dsh.subagent_in_process_driver.plugin import InProcessProviderConfig, provider_plugin
+from dsh.subagent_in_process_driver import (
+    InProcessProvider,
+    InProcessProviderConfig,
+    provider_plugin,
+)
 
 __all__ = ["InProcessProviderConfig", "plugin", "provider"]
 

@@ -5,13 +5,14 @@ context and honours all four start capabilities (``output_schema``,
 ``depth_limit``, ``tool_filter``, ``persona``).
 """
 
-from dsh.subagent_in_process_driver.driver import (
+from dsh.subagent_in_process_driver._driver import (
     DELEGATION_SECTION,
     DESCRIPTOR_EVENT,
     InProcessProvider,
 )
-from dsh.subagent_in_process_driver.options import InProcessAgentOptions, parse_agent_options
-from dsh.subagent_in_process_driver.structured import (
+from dsh.subagent_in_process_driver._options import InProcessAgentOptions, parse_agent_options
+from dsh.subagent_in_process_driver._plugin import InProcessProviderConfig, provider_plugin
+from dsh.subagent_in_process_driver._structured import (
     STRUCTURED_OUTPUT_TOOL,
     StructuredCapture,
     structured_output_tool,
@@ -23,7 +24,9 @@ __all__ = [
     "STRUCTURED_OUTPUT_TOOL",
     "InProcessAgentOptions",
     "InProcessProvider",
+    "InProcessProviderConfig",
     "StructuredCapture",
     "parse_agent_options",
+    "provider_plugin",
     "structured_output_tool",
 ]

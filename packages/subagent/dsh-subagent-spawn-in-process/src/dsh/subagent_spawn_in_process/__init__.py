@@ -8,8 +8,11 @@ The child has its own session and sees only the delegated prompt. Load it from a
 
 from __future__ import annotations
 
-from dsh.subagent_in_process_driver import InProcessProvider
-from dsh.subagent_in_process_driver.plugin import InProcessProviderConfig, provider_plugin
+from dsh.subagent_in_process_driver import (
+    InProcessProvider,
+    InProcessProviderConfig,
+    provider_plugin,
+)
 
 __all__ = ["InProcessProviderConfig", "plugin", "provider"]
 

@@ -3,50 +3,50 @@
 A named-provider registry (``ctx.subagents``, a :class:`SubagentRuntime`) that
 every transport registers with, and the one vocabulary every transport speaks:
 :class:`SubagentStartRequest` in, a :class:`SubagentRun` out, an awaitable
-:class:`SubagentResult`, ``dispose()``.
+:class:`SubagentResult`, live :class:`SubagentProgress`, ``dispose()``::
 
-    runtime = SubagentRuntime.of(ctx)
-    run = await runtime.start("spawn", SubagentStartRequest("Summarise README.md", parent, signal))
+    request = SubagentStartRequest("Summarise README.md", parent, signal)
+    run = await ctx.subagents.start("spawn", request)
     async with run:
+        async for item in run.progress():
+            ...
         result = await run.result
 
-Continuable children (answer more than once; ``runtime.continuable``)::
+Continuable children (answer more than once; ``ctx.subagents.continuable``)::
 
-    request = SubagentStartRequest("Watch CI", parent, signal)
-    child = await runtime.start_continuable("spawn", request)
-    await runtime.continuable.send_message(parent, child.id, "Now check the docs job too")
+    child = await ctx.subagents.start_continuable("spawn", request)
+    await ctx.subagents.continuable.send_message(parent, child.id, "Now check the docs job too")
+
+Provider authors: :class:`RunHandle` (settle a run, report progress) is here;
+:mod:`dsh.subagent.kit` has the out-of-process skeleton (:class:`~dsh.subagent.kit.RemoteRun`).
 """
 
-from dsh.subagent.continuable import (
-    EVENT_CONTINUABLE_SETTLE,
-    EVENT_CONTINUABLE_START,
-    NOTICE_REPORT,
-    NOTICE_SETTLED,
-    ContinuableChildren,
-    Delivery,
-    ListScope,
-    settlement_text,
+from dsh.subagent._continuable import NOTICE_REPORT, NOTICE_SETTLED, ContinuableChildren
+from dsh.subagent._continuable_record import ContinuableChild, ContinuableStatus
+from dsh.subagent._errors import (
+    CapacityExceeded,
+    ContinuationError,
+    ContinuationUnavailable,
+    DepthExceeded,
+    Draining,
+    DuplicateChild,
+    DuplicateProvider,
+    InvalidRequest,
+    NotResumable,
+    ProviderNotFound,
+    StartAborted,
+    StartFailed,
+    SubagentError,
+    SubagentErrorCode,
+    Unauthorized,
+    UnsupportedCapability,
 )
-from dsh.subagent.continuable_record import (
-    CHILD_EVENT,
-    SPEC_EVENT,
-    ContinuableChild,
-    ContinuableStatus,
-)
-from dsh.subagent.diagnostics import DIAGNOSTIC_LIMIT, TRUNCATION_SUFFIX, cap_diagnostic
-from dsh.subagent.errors import SubagentError, SubagentErrorCode
-from dsh.subagent.provider import ContinuableProvider, SubagentProvider, supports_continuable
-from dsh.subagent.run import ResultCell, SubagentRun
-from dsh.subagent.runtime import (
-    EVENT_END,
-    EVENT_PROVIDER_ADDED,
-    EVENT_PROVIDER_REMOVED,
-    EVENT_START,
-    SubagentRuntime,
-)
-from dsh.subagent.types import (
+from dsh.subagent._progress import ProgressKind, SubagentProgress, SubagentUsage
+from dsh.subagent._provider import ContinuableProvider, SubagentProvider, supports_continuable
+from dsh.subagent._run import ProgressStream, RunHandle, SubagentRun
+from dsh.subagent._runtime import SubagentRuntime
+from dsh.subagent._types import (
     ALL_START_CAPABILITIES,
-    KNOWN_STOP_REASONS,
     NO_START_CAPABILITIES,
     SubagentCapabilities,
     SubagentResult,
@@ -57,38 +57,41 @@ from dsh.subagent.types import (
 
 __all__ = [
     "ALL_START_CAPABILITIES",
-    "CHILD_EVENT",
-    "DIAGNOSTIC_LIMIT",
-    "EVENT_CONTINUABLE_SETTLE",
-    "EVENT_CONTINUABLE_START",
-    "EVENT_END",
-    "EVENT_PROVIDER_ADDED",
-    "EVENT_PROVIDER_REMOVED",
-    "EVENT_START",
-    "KNOWN_STOP_REASONS",
     "NOTICE_REPORT",
     "NOTICE_SETTLED",
     "NO_START_CAPABILITIES",
-    "SPEC_EVENT",
-    "TRUNCATION_SUFFIX",
+    "CapacityExceeded",
     "ContinuableChild",
     "ContinuableChildren",
     "ContinuableProvider",
     "ContinuableStatus",
-    "Delivery",
-    "ListScope",
-    "ResultCell",
+    "ContinuationError",
+    "ContinuationUnavailable",
+    "DepthExceeded",
+    "Draining",
+    "DuplicateChild",
+    "DuplicateProvider",
+    "InvalidRequest",
+    "NotResumable",
+    "ProgressKind",
+    "ProgressStream",
+    "ProviderNotFound",
+    "RunHandle",
+    "StartAborted",
+    "StartFailed",
     "SubagentCapabilities",
     "SubagentError",
     "SubagentErrorCode",
+    "SubagentProgress",
     "SubagentProvider",
     "SubagentResult",
     "SubagentRun",
     "SubagentRuntime",
     "SubagentStartRequest",
     "SubagentStopReason",
+    "SubagentUsage",
     "ToolFilter",
-    "cap_diagnostic",
-    "settlement_text",
+    "Unauthorized",
+    "UnsupportedCapability",
     "supports_continuable",
 ]

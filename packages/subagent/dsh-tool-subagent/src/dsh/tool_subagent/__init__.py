@@ -1,51 +1,20 @@
 """dsh.tool_subagent — the consumer third of the subagent seam.
 
 A model-facing tool (default name ``subagent``) bound by config to one provider.
-The model sees only ``description`` and ``prompt``; the provider, depth limit,
-persona and tool filter are fixed by the preset::
+The model sees only ``description`` and ``prompt`` (and ``run_in_background``
+where enabled); the provider, depth limit, persona and tool filter are fixed by
+the preset::
 
     [[plugin]]
     name = "dsh-tool-subagent"
     config = { provider = "spawn", tool_name = "subagent", max_depth = 3 }
+
+A row whose provider is not registered once the preset has loaded, or cannot
+honour the row's settings, fails the load with a message naming the row, the
+provider and the fix, whatever the order of the rows.
 """
 
-from dsh.tool_subagent.background import (
-    JOB_KIND,
-    job_outcome_for,
-    run_delegation,
-    start_background_job,
-    start_continuable_child,
-)
-from dsh.tool_subagent.config import SubagentToolConfig, ToolFilterConfig
-from dsh.tool_subagent.outcome import HEADLINES, headline_for, tool_result_for
-from dsh.tool_subagent.plugin import SubagentToolError, check_compatible, plugin
-from dsh.tool_subagent.tool import (
-    DelegateArgs,
-    DelegateBackgroundArgs,
-    DelegateContinuableArgs,
-    build_tool,
-    describe_tool,
-    run_foreground,
-)
+from dsh.tool_subagent._config import SubagentToolConfig, ToolFilterConfig
+from dsh.tool_subagent._plugin import SubagentToolError, plugin
 
-__all__ = [
-    "HEADLINES",
-    "JOB_KIND",
-    "DelegateArgs",
-    "DelegateBackgroundArgs",
-    "DelegateContinuableArgs",
-    "SubagentToolConfig",
-    "SubagentToolError",
-    "ToolFilterConfig",
-    "build_tool",
-    "check_compatible",
-    "describe_tool",
-    "headline_for",
-    "job_outcome_for",
-    "plugin",
-    "run_delegation",
-    "run_foreground",
-    "start_background_job",
-    "start_continuable_child",
-    "tool_result_for",
-]
+__all__ = ["SubagentToolConfig", "SubagentToolError", "ToolFilterConfig", "plugin"]

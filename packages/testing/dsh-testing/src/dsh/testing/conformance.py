@@ -34,8 +34,6 @@ import pytest
 
 from dsh.core import AbortSignal, Agent, BusEvent, Context
 from dsh.subagent import (
-    EVENT_END,
-    EVENT_START,
     SubagentCapabilities,
     SubagentError,
     SubagentProvider,
@@ -47,6 +45,9 @@ from dsh.subagent import (
 from dsh.testing.processes import describe, live_children, reap_zombies
 
 __all__ = ["ConformanceHarness", "ProviderConformance", "assert_no_new_processes"]
+
+EVENT_START = "subagent/start"
+EVENT_END = "subagent/end"
 
 
 @dataclass

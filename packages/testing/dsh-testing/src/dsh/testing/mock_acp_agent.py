@@ -68,7 +68,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import acp
-from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
@@ -83,7 +83,7 @@ from acp.schema import (
     Usage,
 )
 
-from dsh.subagent_acp.agent_side import AcpAgentBase, McpServer, PromptBlock
+from dsh.acp import AcpAgentBase, McpServer, PromptBlock, serve_stdio
 
 __all__ = ["MODES", "MockAgent", "main"]
 
@@ -122,7 +122,7 @@ def write_raw(data: bytes) -> None:
 class MockAgent(AcpAgentBase):
     """The scripted agent (see the module docstring); methods other than
     ``initialize``, ``session/new``, ``session/prompt`` and ``session/cancel``
-    answer "method not found" (:class:`~dsh.subagent_acp.agent_side.AcpAgentBase`)."""
+    answer "method not found" (:class:`~dsh.acp.AcpAgentBase`)."""
 
     def __init__(self, options: argparse.Namespace) -> None:
         self.options = options
@@ -298,7 +298,7 @@ async def serve(options: argparse.Namespace) -> None:
         os._exit(7)
     if options.mode == "slow-start":
         await asyncio.sleep(options.delay)
-    await run_agent(MockAgent(options))
+    await serve_stdio(MockAgent(options))
     if stubborn:
         sys.stderr.write("mock agent: stdin closed, staying alive\n")
         sys.stderr.flush()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterable
 
@@ -46,8 +47,21 @@ def _children() -> dict[int, str]:
 
 
 def live_children() -> set[int]:
-    """Pids of this process's children that are not zombies."""
-    return {pid for pid, state in _children().items() if state != "Z"}
+    """Pids of this process's children that are not zombies (this process's dsh
+    watchdog excluded: it lives as long as this process, by design)."""
+    found = {pid for pid, state in _children().items() if state != "Z"}
+    watchdog = _watchdog_pid()
+    if watchdog is not None:
+        found.discard(watchdog)
+    return found
+
+
+def _watchdog_pid() -> int | None:
+    module = sys.modules.get("dsh.subprocess._supervisor")
+    if module is None:
+        return None
+    pid: int | None = module.watchdog().pid
+    return pid
 
 
 def reap_zombies(exclude: set[int] = frozenset()) -> None:  # type: ignore[assignment]

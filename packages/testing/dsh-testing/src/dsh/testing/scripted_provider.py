@@ -23,12 +23,15 @@ from pydantic import BaseModel, ConfigDict
 from dsh.core import Context, EffectScope, Plugin
 from dsh.subagent import (
     NO_START_CAPABILITIES,
+    RunHandle,
+    StartAborted,
     SubagentCapabilities,
     SubagentError,
     SubagentResult,
     SubagentRun,
     SubagentRuntime,
     SubagentStartRequest,
+    SubagentUsage,
 )
 
 __all__ = ["FAIL_PROMPT", "HANG_PROMPT", "ScriptedProvider", "ScriptedProviderConfig", "plugin"]
@@ -91,14 +94,15 @@ class ScriptedProvider:
             self.stop_reason,
             structured=self.structured,
             diagnostic=self.diagnostic,
-            usage=self.usage,
+            usage=SubagentUsage.from_json(self.usage),
         )
 
     async def start(self, request: SubagentStartRequest) -> SubagentRun:
         """Publish a run that settles from the script."""
         if self.start_error is not None:
             raise self.start_error
-        request.signal.raise_if_aborted()
+        if request.signal.aborted:
+            raise StartAborted(f"subagent start aborted: {request.signal.reason}")
         self.starts.append(request)
         self.live += 1
         hold = request.prompt_text == HANG_PROMPT or self.gate is not None
@@ -108,9 +112,9 @@ class ScriptedProvider:
 
         def settle() -> None:
             if self.result_error is not None:
-                run.fail(self.result_error)
+                handle.fail(self.result_error)
             else:
-                run.settle(self._result_for(request))
+                handle.settle(self._result_for(request))
 
         async def hold_open() -> None:
             try:
@@ -121,7 +125,7 @@ class ScriptedProvider:
                     await self.gate.wait()
                     settle()
             finally:
-                run.settle(SubagentResult.aborted(request.signal.reason or "disposed"))
+                handle.settle(SubagentResult.aborted(request.signal.reason or "disposed"))
                 finished.set()
 
         async def dispose() -> None:
@@ -134,13 +138,13 @@ class ScriptedProvider:
             if self.dispose_error is not None:
                 raise self.dispose_error
 
-        run = SubagentRun(run_id, provider=self.name, dispose=dispose, label=request.label)
+        handle = RunHandle(run_id, provider=self.name, dispose=dispose, label=request.label)
         unlink = request.signal.on_abort(lambda reason: scope.cancel())
         if hold:
             request.parent.ctx.spawn(hold_open)
         else:
             settle()
-        return run
+        return handle.run
 
 
 class ScriptedProviderConfig(BaseModel):

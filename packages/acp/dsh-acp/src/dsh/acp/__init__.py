@@ -1,0 +1,81 @@
+"""dsh.acp — the agent side of the Agent Client Protocol, for agents built on dsh.
+
+What ``dsh acp`` and the test kit's mock agent share:
+
+* :class:`AcpAgentBase` — an ``acp.Agent`` whose optional methods answer "method
+  not found" instead of the Protocol stub's ``null``;
+* :func:`serve` / :func:`serve_stdio` and :class:`StrictAgentTransport` — strict
+  NDJSON framing that answers every bad frame (-32700 parse error, -32600 for
+  non-objects, batches and oversized lines) and keeps serving, with
+  ``$/cancel_request`` support;
+* :class:`LineReader` / :func:`classify` — the bounded line reader and JSON-RPC
+  frame check, shared with the ``acp`` provider (the client side).
+
+Importing :mod:`dsh.acp` does not import ``acp`` (about a second); the names that
+need it load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from dsh.acp._framing import (
+    DEFAULT_MAX_LINE_BYTES,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    Frame,
+    LineReader,
+    OversizedLine,
+    classify,
+    error_response,
+    excerpt,
+)
+
+if TYPE_CHECKING:
+    from dsh.acp._agent_base import AcpAgentBase, McpServer, PromptBlock
+    from dsh.acp._serve import serve, serve_stdio
+    from dsh.acp._transport import StrictAgentTransport
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "AcpAgentBase",
+    "Frame",
+    "LineReader",
+    "McpServer",
+    "OversizedLine",
+    "PromptBlock",
+    "StrictAgentTransport",
+    "classify",
+    "error_response",
+    "excerpt",
+    "serve",
+    "serve_stdio",
+]
+
+_LAZY = {
+    "AcpAgentBase": "dsh.acp._agent_base",
+    "McpServer": "dsh.acp._agent_base",
+    "PromptBlock": "dsh.acp._agent_base",
+    "serve": "dsh.acp._serve",
+    "serve_stdio": "dsh.acp._serve",
+    "StrictAgentTransport": "dsh.acp._transport",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Load the names that import ``acp`` on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

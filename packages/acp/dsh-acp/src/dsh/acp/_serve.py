@@ -1,0 +1,50 @@
+"""Serving an ACP agent over a pair of streams with :class:`StrictAgentTransport`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from acp.core import AgentSideConnection
+from dsh.acp._framing import DEFAULT_MAX_LINE_BYTES
+from dsh.acp._transport import CancelRequestHandler, StrictAgentTransport
+
+__all__ = ["serve", "serve_stdio"]
+
+
+async def serve(
+    agent: Any,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    on_cancel_request: CancelRequestHandler | None = None,
+    at_end_of_input: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Serve ``agent`` (an ``acp.Agent``) until the client's input ends.
+
+    Every frame goes through :class:`StrictAgentTransport`; unstable methods
+    (``session/close``...) are routed to the agent. At end of input
+    ``at_end_of_input()`` runs while the connection is still open (cancel the
+    running turns, or let requests already received finish); then the connection
+    closes, cancelling whatever request is still running.
+    """
+    transport = StrictAgentTransport(
+        reader, writer, max_line_bytes=max_line_bytes, on_cancel_request=on_cancel_request
+    )
+    conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
+    try:
+        await conn.listen()
+        if at_end_of_input is not None:
+            await at_end_of_input()
+    finally:
+        await conn.close()
+
+
+async def serve_stdio(agent: Any, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    """:func:`serve` on this process's stdin and stdout."""
+    from acp.stdio import stdio_streams
+
+    reader, writer = await stdio_streams()
+    await serve(agent, reader, writer, max_line_bytes=max_line_bytes)

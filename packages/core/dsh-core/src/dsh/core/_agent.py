@@ -1,0 +1,444 @@
+"""Agents: a session, a model, a system prompt, tools, and the turns they run.
+
+Messages reach an agent four ways:
+
+* :meth:`Agent.followup` queues a message that starts a new turn (now if idle);
+* :meth:`Agent.steer` delivers a message into the running turn at its next step
+  (starts a turn if idle);
+* :meth:`Agent.inject` adds context without starting a turn;
+* :meth:`Agent.cancel` aborts the running turn (queued messages are kept; the
+  agent stays paused until the next :meth:`followup` or :meth:`resume`).
+
+A steered message or notice that arrives during the last step of a turn (when
+there is no next step to deliver it to) starts the next turn instead of waiting
+for one; an inject that arrives then is added to the log without a turn.
+
+A turn runs in the caller's task when the caller waits for it (:meth:`Agent.drive`,
+:meth:`Agent.run`), else as a task owned by the context, so no agent task
+outlives the context; :meth:`Agent.aclose` cancels and waits until the agent is
+quiescent. The turn itself is in :mod:`dsh.core._turn`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from dsh.core._content import Content, as_blocks
+from dsh.core._effects import Disposer
+from dsh.core._llm import BoundModel
+from dsh.core._prompt import PromptSections
+from dsh.core._session import Event, Session
+from dsh.core._signals import AbortSignal
+from dsh.core._tools import AgentTools
+from dsh.core._turn import StopReason, TurnOutcome, last_output, run_turn
+
+if TYPE_CHECKING:
+    from dsh.core._context import Context
+
+__all__ = ["Agent", "AgentObserver", "StopReason", "TurnOutcome", "last_output"]
+
+_log = logging.getLogger("dsh.core._agent")
+
+
+AgentObserver = Callable[[Event], None]
+"""Called for every event appended to the agent's session, and for transient
+``assistant/delta`` events (``seq == -1``) carrying streamed text."""
+
+
+class Agent:
+    """One agent: a session, a model, a system prompt and the tools it may use."""
+
+    __slots__ = (
+        "__weakref__",
+        "_blocked",
+        "_cancel_cause",
+        "_closed",
+        "_closers",
+        "_closing",
+        "_delta_observers",
+        "_driver_pending",
+        "_idle",
+        "_observers",
+        "_paused",
+        "_queue",
+        "_running",
+        "_scope",
+        "_steer",
+        "_turn_signal",
+        "ctx",
+        "label",
+        "max_steps",
+        "model",
+        "parent_id",
+        "prompt",
+        "session",
+        "tools",
+        "turns",
+    )
+
+    def __init__(
+        self,
+        ctx: Context,
+        session: Session,
+        model: BoundModel,
+        prompt: PromptSections,
+        tools: AgentTools,
+        *,
+        parent_id: str | None = None,
+        label: str | None = None,
+        max_steps: int = 50,
+    ) -> None:
+        self.ctx = ctx
+        self.session = session
+        self.model = model
+        self.prompt = prompt
+        self.tools = tools
+        self.parent_id = parent_id
+        self.label = label
+        self.max_steps = max_steps
+        self.turns = _turns_so_far(session.events)
+        self._queue: deque[tuple[list[dict[str, Any]], dict[str, Any] | None]] | None = None
+        self._steer: list[tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
+        self._observers: tuple[AgentObserver, ...] = ()
+        self._delta_observers: tuple[AgentObserver, ...] = ()
+        self._running = False
+        self._driver_pending = False
+        self._paused = False
+        self._closed = False
+        self._idle: asyncio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._turn_signal: AbortSignal | None = None
+        self._cancel_cause: str | None = None
+        self._blocked: str | None = None
+        self._closers: list[Callable[[], Awaitable[None]]] | None = None
+        self._closing: asyncio.Event | None = None
+
+    # -- identity -----------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The agent id (its session id)."""
+        return self.session.header.id
+
+    @property
+    def depth(self) -> int:
+        """Delegation depth: 0 for a root agent, parent's + 1 for a child."""
+        return int(self.session.header.meta.get("delegation_depth", 0))
+
+    @property
+    def cwd(self) -> str | None:
+        """The working directory recorded in the session header."""
+        cwd = self.session.header.meta.get("cwd")
+        return str(cwd) if cwd is not None else None
+
+    @property
+    def running(self) -> bool:
+        """True while a turn runs or is about to."""
+        return self._running
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` has started."""
+        return self._closed
+
+    @property
+    def paused(self) -> bool:
+        """True after :meth:`cancel` until the next :meth:`followup` or :meth:`resume`."""
+        return self._paused
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.label or self.id} depth={self.depth} turns={self.turns}>"
+
+    # -- observation --------------------------------------------------------------
+
+    def observe(self, observer: AgentObserver, *, deltas: bool = True) -> Disposer:
+        """Call ``observer`` for every appended event, and (``deltas=True``) for
+        every streamed text delta as a transient ``assistant/delta`` event."""
+        self._observers = (*self._observers, observer)
+        if deltas:
+            self._delta_observers = (*self._delta_observers, observer)
+
+        def remove() -> None:
+            self._observers = tuple(o for o in self._observers if o is not observer)
+            self._delta_observers = tuple(o for o in self._delta_observers if o is not observer)
+
+        return remove
+
+    _MESSAGE_TYPES = frozenset(
+        ("user/message", "assistant/message", "tool/call", "tool/result", "turn/start", "turn/end")
+    )
+
+    def record(self, type: str, data: Mapping[str, Any]) -> Event:
+        """Append a bookkeeping event (not a message: adapters do not show it to the model).
+
+        Observers see it like any other event. Message and turn types are refused:
+        those belong to the loop.
+        """
+        if type in self._MESSAGE_TYPES:
+            raise ValueError(f"{type!r} events are written by the agent loop, not recorded")
+        return self._append(type, data)
+
+    def _append(self, type: str, data: Mapping[str, Any]) -> Event:
+        event = self.session.append(type, data)
+        if self._observers:
+            self._notify(self._observers, event)
+        return event
+
+    def _notify(self, observers: tuple[AgentObserver, ...], event: Event) -> None:
+        for observer in observers:
+            try:
+                observer(event)
+            except Exception:
+                _log.exception("observer %r of agent %s failed", observer, self.id)
+
+    # -- input --------------------------------------------------------------------
+
+    def followup(self, content: Content) -> None:
+        """Queue ``content`` as the user message of a new turn; start it if idle."""
+        self._check_open()
+        self._enqueue(as_blocks(content), None)
+
+    def notify(self, content: Content, *, source: Mapping[str, Any] | None = None) -> None:
+        """Deliver a runtime notice (job or child settlement): into the running turn,
+        or as a new turn when idle. It is marked ``kind = "notice"``, not a user's words.
+        A paused agent (after :meth:`cancel`) keeps it queued until it is resumed."""
+        self._check_open()
+        extra = {"kind": "notice", "source": dict(source or {})}
+        if self._running:
+            self._pending_steer().append((as_blocks(content), extra))
+            return
+        if self._paused:
+            if self._queue is None:
+                self._queue = deque()
+            self._queue.append((as_blocks(content), extra))
+            return
+        self._enqueue(as_blocks(content), extra)
+
+    def _enqueue(self, blocks: list[dict[str, Any]], extra: dict[str, Any] | None) -> None:
+        if self._queue is None:
+            self._queue = deque()
+        self._queue.append((blocks, extra))
+        self._paused = False
+        self._kick()
+
+    def steer(self, content: Content) -> None:
+        """Deliver ``content`` into the running turn at its next step (or start a turn)."""
+        self._check_open()
+        if not self._running:
+            self.followup(content)
+            return
+        self._pending_steer().append((as_blocks(content), {"kind": "steer"}))
+
+    def inject(self, content: Content) -> None:
+        """Add ``content`` to the context without starting a turn."""
+        self._check_open()
+        blocks = as_blocks(content)
+        if self._running:
+            self._pending_steer().append((blocks, {"kind": "inject"}))
+        else:
+            self._append("user/message", {"content": blocks, "kind": "inject"})
+
+    def resume(self) -> None:
+        """Continue with queued messages after a :meth:`cancel`."""
+        self._check_open()
+        self._paused = False
+        self._kick()
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting for a turn."""
+        return len(self._queue) if self._queue else 0
+
+    def cancel(self, cause: str = "cancelled") -> None:
+        """Abort the running turn with ``cause``; queued messages are kept."""
+        if not self._running:
+            return
+        self._paused = True
+        if self._cancel_cause is None:
+            self._cancel_cause = cause
+        if self._turn_signal is not None:
+            self._turn_signal.abort(cause)
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def when_idle(self) -> None:
+        """Wait until no turn is running or queued to run."""
+        if not self._running:
+            return
+        if self._idle is None:
+            self._idle = asyncio.Event()  # asyncio-only, and ~10x cheaper than anyio.Event
+        await self._idle.wait()
+
+    async def drive(self) -> None:
+        """Run the pending turn(s) in the calling task if no driver task has taken
+        them yet; otherwise wait until idle.
+
+        A followup schedules its driver for the next loop iteration. A caller that
+        is going to wait for the turn anyway can run it here instead, which spares
+        a task (the common case of a foreground delegation).
+        """
+        if self._driver_pending:
+            self._driver_pending = False
+            await self._drive()
+        else:
+            await self.when_idle()
+
+    async def run(self, content: Content) -> TurnOutcome:
+        """Run one turn with ``content`` and wait for it: a convenience for scripts."""
+        start = len(self.session)
+        self.followup(content)
+        await self.drive()
+        for index in range(len(self.session) - 1, start - 1, -1):
+            event = self.session.events[index]
+            if event.type == "turn/end":
+                return TurnOutcome.of(event)
+        raise RuntimeError(f"agent {self.id} went idle without ending a turn")
+
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> Disposer:
+        """Await ``closer()`` when this agent closes, after its turn and jobs have
+        stopped (newest first; shielded; a failure is logged). Services that keep
+        work alive on the agent's behalf (e.g. continuable children) drain here."""
+        if self._closers is None:
+            self._closers = []
+        self._closers.append(closer)
+
+        def remove() -> None:
+            if self._closers is not None and closer in self._closers:
+                self._closers.remove(closer)
+
+        return remove
+
+    def close_now(self) -> bool:
+        """Close at once if already quiescent (no turn, no running job, no close
+        hook); else False."""
+        if self._closed:
+            return True
+        if self._running or self._closers or self.ctx.jobs.has_running(self.id):
+            return False
+        self._closed = True
+        if self._queue:
+            self._queue.clear()
+        self.session.close()
+        self.ctx.agents._forget(self)
+        return True
+
+    async def aclose(self, cause: str = "agent closed") -> None:
+        """Cancel any turn, wait until quiescent, release the session. Idempotent;
+        a concurrent call returns only once the first has finished."""
+        if self._closed:
+            if self._closing is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._closing.wait()
+            return
+        if self.close_now():
+            return
+        self._closed = True
+        self._closing = closing = asyncio.Event()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._wind_down(cause)
+        finally:
+            self.session.close()
+            self.ctx.agents._forget(self)
+            closing.set()
+
+    async def _wind_down(self, cause: str) -> None:
+        if self._queue:
+            self._queue.clear()
+        if self._running:
+            self._paused = True
+            self.cancel(cause)
+            await self.when_idle()
+        if self.ctx.jobs.has_running(self.id):
+            await self.ctx.jobs.kill_owned(self.id, cause)
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                await closer()
+            except Exception:
+                _log.exception("close hook %r of agent %s failed", closer, self.id)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"agent {self.label or self.id} is closed")
+
+    def _pending_steer(self) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+        if self._steer is None:
+            self._steer = []
+        return self._steer
+
+    def _kick(self) -> None:
+        if self._running or not self._queue:
+            return
+        self._running = True
+        self._driver_pending = True
+        self.ctx.call_soon(self._spawn_driver)
+
+    def _spawn_driver(self) -> None:
+        if not self._driver_pending:
+            return  # a caller of drive() is running the turn in its own task
+        self._driver_pending = False
+        try:
+            self.ctx.spawn(self._drive)
+        except RuntimeError:  # the context closed before the turn could start
+            self._running = False
+            if self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    # -- the loop -----------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        try:
+            while self._queue and not self._closed:
+                await run_turn(self, *self._queue.popleft())
+                if self._steer:
+                    self._promote_pending()
+                if self._paused:
+                    break
+        finally:
+            self._running = False
+            self._scope = None
+            self._turn_signal = None
+            if self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    def _promote_pending(self) -> None:
+        """Messages meant for a turn that ended before its next step: injects go
+        into the log; the first steer or notice starts the next turn (ahead of
+        queued followups) and the rest are delivered at that turn's first step."""
+        pending, self._steer = self._steer or [], None
+        promoted: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+        for blocks, extra in pending:
+            if extra.get("kind") == "inject":
+                self._append("user/message", {"content": blocks, **extra})
+            else:
+                promoted.append((blocks, extra))
+        if promoted:
+            if self._queue is None:
+                self._queue = deque()
+            self._queue.appendleft(promoted[0])
+            self._steer = promoted[1:] or None
+
+    def _flush_steer(self) -> None:
+        pending, self._steer = self._steer, None
+        for blocks, extra in pending or ():
+            self._append("user/message", {"content": blocks, **extra})
+
+
+def _turns_so_far(events: Sequence[Event]) -> int:
+    """Turns already in a log (O(1) for a log that ends with a ``turn/end``)."""
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.type in ("turn/end", "turn/start"):
+            return int(event.data.get("turn", 0)) or sum(
+                1 for e in events if e.type == "turn/start"
+            )
+    return 0

@@ -1,0 +1,203 @@
+"""The agent registry (``ctx.agents``): create, look up, resume and close agents."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dsh.core._agent import Agent
+from dsh.core._errors import DshError
+from dsh.core._llm import BoundModel, ModelConfig
+from dsh.core._prompt import PromptSections
+from dsh.core._session import Event, Session, SessionError, SessionHeader, new_session_id
+from dsh.core._tools import AgentTools, ToolView
+
+if TYPE_CHECKING:
+    from dsh.core._context import Context
+
+__all__ = ["AgentRegistry", "ConfigError"]
+
+
+class ConfigError(DshError):
+    """The context lacks configuration an operation needs (e.g. no model)."""
+
+
+NO_MODEL_HELP = (
+    "no model is configured. Add one to your preset, for example:\n"
+    "\n"
+    "  [agent.model]\n"
+    '  adapter = "openai"            # needs the dsh-llm-openai plugin row\n'
+    '  model = "deepseek-chat"\n'
+    "\n"
+    "(base URL https://api.deepseek.com by default; the key is read from DEEPSEEK_API_KEY),\n"
+    'or use adapter = "scripted" for an offline scripted model.'
+)
+
+
+class AgentRegistry:
+    """Creates agents and tracks the live ones."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._live: dict[str, Agent] = {}
+
+    def create(
+        self,
+        *,
+        parent: Agent | None = None,
+        model: ModelConfig | BoundModel | None = None,
+        persona: str | None = None,
+        tools: ToolView | None = None,
+        seed: Sequence[Event] = (),
+        seed_from: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        label: str | None = None,
+        max_steps: int | None = None,
+        persist: bool | None = None,
+        session_id: str | None = None,
+        prompt: PromptSections | None = None,
+    ) -> Agent:
+        """Create an agent with a new session.
+
+        ``parent`` sets lineage (``parent_session``), depth (parent's + 1), cwd and
+        model defaults. ``seed`` (with ``seed_from``, the session it was taken from)
+        starts the log with existing events, shared by reference. ``persist``
+        defaults to whether the context has a session store. ``prompt`` is the base
+        of the system prompt (default: the deployment's sections); ``persona``
+        replaces its persona section.
+        """
+        ctx = self._ctx
+        bound = self._resolve_model(model, parent)
+        header_meta: dict[str, Any] = {
+            "cwd": parent.cwd if parent is not None else ctx.cwd,
+            "origin": "delegation" if parent is not None else "user",
+            "delegation_depth": parent.depth + 1 if parent is not None else 0,
+        }
+        if seed:
+            header_meta["seed_length"] = len(seed)
+        if meta:
+            header_meta.update(meta)
+        header = SessionHeader(
+            session_id or new_session_id(),
+            parent.id if parent is not None else None,
+            meta=header_meta,
+            seed_from=seed_from if seed else None,
+        )
+        store = ctx.sessions
+        if persist is None:
+            persist = store is not None
+        if persist:
+            if store is None:
+                raise ConfigError("persist=True needs a session store (set sessions_dir)")
+            session = store.create(header, seed)
+        else:
+            session = Session(header, seed)
+        prompt = prompt.copy() if prompt is not None else ctx.prompt.copy()
+        if persona is not None:
+            prompt.set("persona", persona)
+        agent = Agent(
+            ctx,
+            session,
+            bound,
+            prompt,
+            AgentTools(tools if tools is not None else ctx.tools.view()),
+            parent_id=parent.id if parent is not None else None,
+            label=label,
+            max_steps=max_steps or ctx.defaults.max_steps,
+        )
+        self._live[agent.id] = agent
+        return agent
+
+    def resume(
+        self,
+        session_id: str,
+        *,
+        model: ModelConfig | BoundModel | None = None,
+        tools: ToolView | None = None,
+        label: str | None = None,
+        prompt: PromptSections | None = None,
+        max_steps: int | None = None,
+    ) -> Agent:
+        """Re-open a persisted session as a live agent (a torn tail is cut off).
+
+        A turn the log shows started but never ended (the process stopped during
+        it) is closed first with stop reason ``aborted``. ``prompt`` is the system
+        prompt (default: the deployment's sections).
+        """
+        if session_id in self._live:
+            raise SessionError(f"session {session_id!r} is already live")
+        store = self._ctx.sessions
+        if store is None:
+            raise ConfigError("resuming a session needs a session store (set sessions_dir)")
+        session, _torn = store.resume(session_id)
+        _close_cut_off_turn(session)
+        parent = self._live.get(session.header.parent_session or "")
+        agent = Agent(
+            self._ctx,
+            session,
+            self._resolve_model(model, parent),
+            (prompt if prompt is not None else self._ctx.prompt).copy(),
+            AgentTools(tools if tools is not None else self._ctx.tools.view()),
+            parent_id=session.header.parent_session,
+            label=label,
+            max_steps=max_steps or self._ctx.defaults.max_steps,
+        )
+        self._live[agent.id] = agent
+        return agent
+
+    def get(self, agent_id: str) -> Agent | None:
+        """The live agent with ``agent_id``, or None."""
+        return self._live.get(agent_id)
+
+    def list(self) -> list[Agent]:
+        """Live agents in creation order."""
+        return list(self._live.values())
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    async def aclose_all(self) -> None:
+        """Close every live agent, children before parents."""
+        for agent in sorted(self._live.values(), key=lambda a: -a.depth):
+            await agent.aclose("context closed")
+
+    def _forget(self, agent: Agent) -> None:
+        if self._live.get(agent.id) is agent:
+            del self._live[agent.id]
+
+    def _resolve_model(
+        self, model: ModelConfig | BoundModel | None, parent: Agent | None
+    ) -> BoundModel:
+        if isinstance(model, BoundModel):
+            return model
+        if isinstance(model, ModelConfig):
+            return self._ctx.llm.bind(model)
+        if parent is not None:
+            return parent.model
+        return self._ctx.default_model()
+
+
+def _close_cut_off_turn(session: Session) -> None:
+    """Append ``turn/end`` (aborted) for a last turn that started but never ended."""
+    events = session.events
+    for index in range(len(events) - 1, -1, -1):
+        kind = events[index].type
+        if kind == "turn/end":
+            return
+        if kind == "turn/start":
+            turn = int(events[index].data.get("turn", 0))
+            session.append(
+                "turn/end",
+                {
+                    "turn": turn,
+                    "stop_reason": "aborted",
+                    "error": "the process stopped before this turn ended",
+                },
+            )
+            return
+
+
+def default_cwd() -> str:
+    """The process working directory."""
+    return os.getcwd()

@@ -1,0 +1,44 @@
+"""Configuration of one ``acp`` provider instance (one ``[[plugin]]`` row)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from dsh.acp import DEFAULT_MAX_LINE_BYTES
+from dsh.subprocess import SubprocessConfig
+
+__all__ = ["AcpProviderConfig"]
+
+
+class AcpProviderConfig(SubprocessConfig):
+    """Config of ``dsh-subagent-acp``: which agent command to run, and how.
+
+    ::
+
+        [[plugin]]
+        name = "dsh-subagent-acp"
+        config = { command = "dsh", args = ["acp", "--preset", "child.toml"],
+                   passthrough_env = ["DEEPSEEK_API_KEY"], depth_limit = true }
+
+    ``command``, ``args``, ``cwd``, ``env``, ``passthrough_env``, ``eof_grace``,
+    ``term_grace``, ``start_timeout``, ``turn_timeout`` and ``cancel_grace`` are
+    the fields every subprocess provider shares (:class:`dsh.subprocess.SubprocessConfig`).
+    """
+
+    name: str = Field("acp", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    """Provider name in ``ctx.subagents``; give each row its own to run several agents."""
+    permission: Literal["reject", "allow"] = "reject"
+    """How the agent's permission requests are answered: ``reject`` selects a
+    reject option, ``allow`` an allow-once option."""
+    depth_limit: bool = False
+    """The agent honours dsh's delegation depth limit (``dsh acp`` does): the provider
+    then has the ``depth_limit`` capability, so a numeric ``max_depth`` can be asked
+    for, and the start fails unless the agent confirms it in ``initialize``. The
+    depth and the inherited limit are sent to every agent either way."""
+    stdout_garbage: Literal["error", "skip"] = "error"
+    """What a line on the agent's stdout that is not JSON does: fail the run
+    (``error``), or get skipped (``skip``, for agents that print banners)."""
+    max_message_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1024)
+    """Largest single message accepted from the agent (a longer line fails the run)."""

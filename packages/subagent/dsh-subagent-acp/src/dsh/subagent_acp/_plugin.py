@@ -1,0 +1,18 @@
+"""The ``dsh-subagent-acp`` plugin: registers one ``acp`` provider per preset row."""
+
+from __future__ import annotations
+
+from dsh.core import Context, EffectScope, Plugin
+from dsh.subagent import SubagentRuntime
+from dsh.subagent_acp._config import AcpProviderConfig
+from dsh.subagent_acp._provider import AcpProvider
+
+__all__ = ["plugin"]
+
+
+def apply(ctx: Context, config: AcpProviderConfig, effects: EffectScope) -> None:
+    """Register an ACP provider named ``config.name`` (``acp`` by default)."""
+    effects.add(SubagentRuntime.of(ctx).register_provider(AcpProvider(config)))
+
+
+plugin = Plugin("dsh-subagent-acp", apply, AcpProviderConfig)

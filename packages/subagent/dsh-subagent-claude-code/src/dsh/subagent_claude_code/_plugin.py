@@ -1,0 +1,18 @@
+"""The ``dsh-subagent-claude-code`` plugin: registers one provider per preset row."""
+
+from __future__ import annotations
+
+from dsh.core import Context, EffectScope, Plugin
+from dsh.subagent import SubagentRuntime
+from dsh.subagent_claude_code._config import ClaudeCodeConfig
+from dsh.subagent_claude_code._provider import ClaudeCodeProvider
+
+__all__ = ["plugin"]
+
+
+def apply(ctx: Context, config: ClaudeCodeConfig, effects: EffectScope) -> None:
+    """Register a ``claude-code`` provider (named ``config.name``) with ``ctx.subagents``."""
+    effects.add(SubagentRuntime.of(ctx).register_provider(ClaudeCodeProvider(config)))
+
+
+plugin = Plugin("dsh-subagent-claude-code", apply, ClaudeCodeConfig)

@@ -1,0 +1,407 @@
+"""The in-process provider: a child :class:`~dsh.core.Agent` in the parent's context.
+
+``spawn`` starts it fresh; ``fork`` seeds it with the parent's completed-turn
+prefix. Everything else is shared: depth, persona, tool filter, structured
+output, the descriptor event, settlement from the child's ``turn/end``, and
+cancellation through the request signal.
+
+Both also run *continuable* children (:meth:`InProcessProvider.prepare_continuable`):
+the same child agent, handed to the subagent runtime's continuable registry
+instead of being watched for one result, and re-opened from its persisted
+session when its activation is gone.
+
+The hot path allocates no task of its own: the child's turn runs as the
+agent's task in the context, and the run settles from an observer of the
+child's session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dsh.core import Agent, BoundModel, Event, PromptSections, ToolError, ToolView, text_of
+from dsh.subagent import (
+    ALL_START_CAPABILITIES,
+    InvalidRequest,
+    RunHandle,
+    StartAborted,
+    SubagentCapabilities,
+    SubagentProgress,
+    SubagentResult,
+    SubagentRun,
+    SubagentStartRequest,
+    SubagentUsage,
+)
+from dsh.subagent.kit import effective_max_depth
+from dsh.subagent_in_process_driver._options import InProcessAgentOptions, parse_agent_options
+from dsh.subagent_in_process_driver._structured import StructuredCapture, structured_output_tool
+
+__all__ = ["DELEGATION_SECTION", "DESCRIPTOR_EVENT", "InProcessProvider"]
+
+DESCRIPTOR_EVENT = "subagent/descriptor"
+
+DELEGATION_SECTION = (
+    "You are a subagent: another agent delegated the task in the next message to you."
+    " Your permission scope is fixed for this run: you have exactly the tools you are"
+    " shown, and you cannot gain tools, permissions or a wider scope by asking. Work"
+    " on the task alone; the delegating agent sees only your final message, so end"
+    " with a complete answer."
+)
+STRUCTURED_SECTION = (
+    "Deliver your result by calling the structured_output tool once with data that"
+    " matches its schema, then end with a one-line summary."
+)
+
+_STOP_MAP = {
+    "completed": "completed",
+    "aborted": "aborted",
+    "max-tokens": "max-tokens",
+    "refusal": "refusal",
+    "error": "error",
+    "blocked": "error",
+}
+
+
+class InProcessProvider:
+    """A subagent provider whose children are agents in the parent's context.
+
+    With ``fork=True`` the child is seeded with the parent's events through its
+    last ``turn/end`` (the in-flight turn, whose delegation call has no result
+    yet, is left out).
+    """
+
+    def __init__(self, name: str, *, fork: bool) -> None:
+        self.name = name
+        self.fork = fork
+        self.capabilities: SubagentCapabilities = ALL_START_CAPABILITIES
+        self.inherits_parent_context = fork
+        self._prompt_cache: tuple[object, int, str | None, PromptSections] | None = None
+        self._options_cache: dict[
+            int, tuple[object, object, InProcessAgentOptions, BoundModel | None]
+        ] = {}
+
+    def __repr__(self) -> str:
+        return f"<InProcessProvider {self.name} fork={self.fork}>"
+
+    async def start(self, request: SubagentStartRequest) -> SubagentRun:
+        """Create the child, publish the run, and start the child's first turn."""
+        if request.signal.aborted:
+            raise StartAborted(f"subagent start aborted: {request.signal.reason}")
+        parent = request.parent
+        child = self.create_child(request)
+        unlink = request.signal.on_abort(child.cancel)
+        handle = RunHandle(
+            child.id,
+            provider=self.name,
+            dispose=lambda: _dispose(child, handle, unlink),
+            dispose_now=lambda: _dispose_now(child, handle, unlink),
+            local_agent=child,
+            label=request.label,
+            on_progress_wanted=lambda h: child.observe(_ProgressMapper(h)),
+        )
+        capture: StructuredCapture | None = None
+        if request.output_schema is not None:
+            capture = StructuredCapture()
+            try:
+                child.tools.add(structured_output_tool(request.output_schema, capture))
+            except Exception as exc:
+                unlink()
+                await child.aclose("start failed")
+                raise InvalidRequest(f"output_schema cannot be used: {exc}") from exc
+            child.prompt.set("structured", STRUCTURED_SECTION, order=150)
+        watcher = _Watcher(child, handle, capture, _descriptor(self, request, child, parent))
+        child.observe(watcher, deltas=False)
+        child.followup(request.prompt_blocks)
+        return handle.run
+
+    async def prepare_continuable(
+        self, request: SubagentStartRequest, *, resume: str | None = None
+    ) -> Agent:
+        """A continuable child's activation (no turn started): a new child for
+        ``request``, or with ``resume`` the persisted child session of that id
+        re-opened with ``request``'s scope (persona, tool filter, agent options)."""
+        if request.signal.aborted:
+            raise StartAborted(f"subagent start aborted: {request.signal.reason}")
+        if request.output_schema is not None:
+            raise InvalidRequest("continuable children do not take an output_schema")
+        parent = request.parent
+        if resume is None:
+            child = self.create_child(request)
+            descriptor = _descriptor(self, request, child, parent)
+            descriptor["continuable"] = True
+            child.record(DESCRIPTOR_EVENT, descriptor)
+            return child
+        options, model = self._options(parent, request.agent_options)
+        base = parent.prompt if self.fork else parent.ctx.prompt
+        return parent.ctx.agents.resume(
+            resume,
+            model=model,
+            tools=_child_tools(parent, request),
+            label=request.label,
+            prompt=self._child_prompt(base, request.persona),
+            max_steps=options.max_steps,
+        )
+
+    def create_child(self, request: SubagentStartRequest) -> Agent:
+        """The child agent for ``request`` (no turn started yet)."""
+        parent = request.parent
+        options, model = self._options(parent, request.agent_options)
+        tools = _child_tools(parent, request)
+        meta: dict[str, Any] = {"subagent_provider": self.name}
+        limit = effective_max_depth(parent.session.header.meta, request.max_depth)
+        if limit is not None:
+            meta["max_depth"] = limit
+        if self.fork:
+            seed = parent.session.completed_prefix()
+            base = parent.prompt
+        else:
+            seed = ()
+            base = parent.ctx.prompt
+        try:
+            child = parent.ctx.agents.create(
+                parent=parent,
+                model=model,
+                tools=tools,
+                seed=seed,
+                seed_from=parent.id if seed else None,
+                meta=meta,
+                label=request.label,
+                max_steps=options.max_steps,
+                prompt=self._child_prompt(base, request.persona),
+            )
+        except ValueError as exc:
+            raise InvalidRequest(f"invalid agent_options: {exc}") from None
+        return child
+
+    def _child_prompt(self, base: PromptSections, persona: str | None) -> PromptSections:
+        """``base`` + the delegation section (+ persona), rendered once and reused
+        while ``base`` is unchanged: children copy it with its rendered text."""
+        cached = self._prompt_cache
+        if (
+            cached is not None
+            and cached[0] is base
+            and cached[1] == base.version
+            and cached[2] == persona
+        ):
+            return cached[3]
+        prompt = base.copy()
+        if persona is not None:
+            prompt.set("persona", persona)
+        prompt.set("delegation", DELEGATION_SECTION)
+        prompt.render()
+        self._prompt_cache = (base, base.version, persona, prompt)
+        return prompt
+
+    def _options(
+        self, parent: Agent, raw: Mapping[str, Any] | None
+    ) -> tuple[InProcessAgentOptions, BoundModel | None]:
+        """Parsed ``agent_options`` and the model they ask for, bound once per mapping.
+
+        A tool passes the same mapping on every call, so children share one parsed
+        options object and one adapter instead of validating and binding per child.
+        The cache keeps a reference to the mapping, so its id cannot be reused
+        while cached.
+        """
+        if not raw:
+            return parse_agent_options(None), None
+        llm = parent.ctx.llm
+        cached = self._options_cache.get(id(raw))
+        if cached is not None and cached[0] is raw and cached[1] is llm:
+            return cached[2], cached[3]
+        options = parse_agent_options(raw)
+        try:
+            bound = llm.bind(options.model) if options.model is not None else None
+        except ValueError as exc:  # e.g. an unknown model adapter
+            raise InvalidRequest(f"invalid agent_options: {exc}") from None
+        if len(self._options_cache) >= 64:
+            self._options_cache.pop(next(iter(self._options_cache)))
+        self._options_cache[id(raw)] = (raw, llm, options, bound)
+        return options, bound
+
+
+def _child_tools(parent: Agent, request: SubagentStartRequest) -> ToolView:
+    view = parent.tools.view
+    flt = request.tool_filter
+    if flt is None:
+        return view
+    try:
+        return view.narrow(flt.allow, flt.deny)
+    except ToolError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+def _descriptor(
+    provider: InProcessProvider, request: SubagentStartRequest, child: Agent, parent: Agent
+) -> dict[str, Any]:
+    meta = child.session.header.meta
+    flt = request.tool_filter
+    return {
+        "run_id": child.id,
+        "provider": provider.name,
+        "parent_session": parent.id,
+        "depth": child.depth,
+        "max_depth": meta.get("max_depth"),
+        "label": request.label,
+        "seed_length": meta.get("seed_length", 0),
+        "persona": request.persona is not None,
+        "tool_filter": None
+        if flt is None
+        else {"allow": list(flt.allow) if flt.allow is not None else None, "deny": list(flt.deny)},
+        "output_schema": request.output_schema is not None,
+    }
+
+
+class _Watcher:
+    """Observes the child: writes the descriptor into its first turn, settles the run
+    from that turn's ``turn/end``."""
+
+    __slots__ = (
+        "capture",
+        "child",
+        "descriptor",
+        "handle",
+        "input_tokens",
+        "output",
+        "output_tokens",
+        "turn_start",
+        "usage_seen",
+    )
+
+    def __init__(
+        self,
+        child: Agent,
+        handle: RunHandle,
+        capture: StructuredCapture | None,
+        descriptor: dict[str, Any] | None,
+    ) -> None:
+        self.child = child
+        self.handle = handle
+        self.capture = capture
+        self.descriptor = descriptor
+        self.turn_start = -1
+        self.output = ""
+        self.input_tokens = self.output_tokens = 0
+        self.usage_seen = False
+
+    def __call__(self, event: Event) -> None:
+        kind = event.type
+        if kind == "assistant/message":
+            data = event.data
+            content = data.get("content")
+            if content:
+                text = text_of(content)
+                if text:
+                    self.output = text
+            usage = data.get("usage")
+            if usage:
+                self.usage_seen = True
+                self.input_tokens += int(usage.get("input_tokens", 0))
+                self.output_tokens += int(usage.get("output_tokens", 0))
+        elif kind == "turn/start":
+            if self.turn_start < 0:
+                self.turn_start = event.seq
+            if self.descriptor is not None:
+                descriptor, self.descriptor = self.descriptor, None
+                self.child.record(DESCRIPTOR_EVENT, descriptor)
+        elif kind == "turn/end" and not self.handle.settled:
+            self.handle.settle(self._result(event))
+
+    def _result(self, end: Event) -> SubagentResult:
+        output = self.output
+        usage = (
+            SubagentUsage(self.input_tokens, self.output_tokens)
+            if self.usage_seen
+            else SubagentUsage.unknown()
+        )
+        turn_stop = str(end.data.get("stop_reason"))
+        stop = _STOP_MAP.get(turn_stop, "error")
+        error = end.data.get("error")
+        diagnostic = None
+        if turn_stop == "blocked":
+            diagnostic = f"the subagent was blocked: {error or 'no reason given'}"
+        elif error is not None:
+            diagnostic = str(error)
+        structured = None
+        capture = self.capture
+        if capture is not None:
+            if capture.captured:
+                structured = capture.value
+            elif stop == "completed":
+                stop = "error"
+                diagnostic = "the subagent finished without calling structured_output"
+        return SubagentResult(
+            output, stop, structured=structured, diagnostic=diagnostic, usage=usage
+        )
+
+
+def _dispose_now(child: Agent, handle: RunHandle, unlink: Any) -> bool:
+    if not child.close_now():
+        return False
+    unlink()
+    if not handle.settled:
+        handle.settle(SubagentResult.aborted("subagent run disposed"))
+    return True
+
+
+async def _dispose(child: Agent, handle: RunHandle, unlink: Any) -> None:
+    unlink()
+    await child.aclose("subagent run disposed")
+    if not handle.settled:
+        handle.settle(SubagentResult.aborted("subagent run disposed"))
+
+
+_TOOL_OUTPUT_EXCERPT = 400
+
+
+class _ProgressMapper:
+    """The child's events as progress items (attached only while someone listens)."""
+
+    __slots__ = ("handle", "input_tokens", "output_tokens")
+
+    def __init__(self, handle: RunHandle) -> None:
+        self.handle = handle
+        self.input_tokens = self.output_tokens = 0
+
+    def __call__(self, event: Event) -> None:
+        kind = event.type
+        data = event.data
+        emit = self.handle.emit
+        if kind == "assistant/delta":
+            text = data.get("text")
+            if text:
+                emit(SubagentProgress("text", text=str(text)))
+        elif kind == "tool/call":
+            name = str(data.get("name", ""))
+            emit(
+                SubagentProgress(
+                    "tool_call",
+                    tool_call_id=str(data.get("id")),
+                    name=name,
+                    title=name,
+                    arguments=data.get("arguments"),
+                )
+            )
+        elif kind == "tool/result":
+            output = text_of(data.get("content"))
+            if len(output) > _TOOL_OUTPUT_EXCERPT:
+                output = output[:_TOOL_OUTPUT_EXCERPT] + "…"
+            emit(
+                SubagentProgress(
+                    "tool_update",
+                    tool_call_id=str(data.get("call_id")),
+                    name=str(data.get("name", "")),
+                    status="failed" if data.get("is_error") else "completed",
+                    text=output or None,
+                )
+            )
+        elif kind == "assistant/message":
+            usage = data.get("usage")
+            if usage:
+                self.input_tokens += int(usage.get("input_tokens", 0))
+                self.output_tokens += int(usage.get("output_tokens", 0))
+                emit(
+                    SubagentProgress(
+                        "usage", usage=SubagentUsage(self.input_tokens, self.output_tokens)
+                    )
+                )

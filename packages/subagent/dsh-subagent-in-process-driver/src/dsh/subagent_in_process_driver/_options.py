@@ -1,0 +1,38 @@
+"""``agent_options`` accepted by in-process children."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dsh.core import ModelConfig, validation_problems
+from dsh.subagent import InvalidRequest
+
+__all__ = ["InProcessAgentOptions", "parse_agent_options"]
+
+
+class InProcessAgentOptions(BaseModel):
+    """What ``agent_options`` may set for an in-process child."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: ModelConfig | None = None
+    """The child's model (default: the parent's)."""
+    max_steps: int | None = Field(None, ge=1)
+    """Model calls allowed per turn (default: the context's)."""
+
+
+_EMPTY = InProcessAgentOptions()
+
+
+def parse_agent_options(raw: Mapping[str, Any] | None) -> InProcessAgentOptions:
+    """Validate ``agent_options``; unknown keys and bad values raise ``INVALID_REQUEST``."""
+    if not raw:
+        return _EMPTY
+    try:
+        return InProcessAgentOptions.model_validate(raw)
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+        raise InvalidRequest(f"invalid agent_options: {problems}") from None

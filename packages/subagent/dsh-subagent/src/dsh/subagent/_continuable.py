@@ -1,0 +1,685 @@
+"""The registry of continuable children (``SubagentRuntime.continuable``).
+
+A continuable child answers more than once. The parent starts it with
+:meth:`ContinuableChildren.start` (``SubagentRuntime.start_continuable``), which
+returns once the child accepted its first message; then messages it with
+:meth:`~ContinuableChildren.send_message` (queued while it runs, waking it when
+it waits, cold-resuming it from its persisted session when its activation is
+gone), stops its turn with :meth:`~ContinuableChildren.interrupt` (queued
+messages are kept), and lists its children with :meth:`~ContinuableChildren.list`.
+The child delivers along the way with :meth:`~ContinuableChildren.report`.
+
+Each time a child's turn settles its live parent gets exactly one settlement
+notice (``Agent.notify``: a ``user/message`` of kind ``notice`` with source type
+``subagent/settled``), which is runtime bookkeeping, not the child's words.
+Closing the parent (or the context) drains its children: their activations are
+closed and nothing is left running; their sessions stay resumable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from dsh.core import (
+    AbortSignal,
+    Agent,
+    Content,
+    Disposer,
+    Event,
+    SessionError,
+    Tool,
+    ToolError,
+    as_blocks,
+    text_of,
+)
+from dsh.subagent._activation_lock import ActivationLock
+from dsh.subagent._continuable_record import (
+    CHILD_EVENT,
+    SPEC_EVENT,
+    ContinuableChild,
+    diagnostic_for,
+    find_spec,
+    request_from_spec,
+    spec_for,
+    status_for,
+)
+from dsh.subagent._errors import (
+    ContinuationUnavailable,
+    Draining,
+    DuplicateChild,
+    InvalidRequest,
+    NotResumable,
+    StartAborted,
+    SubagentError,
+    Unauthorized,
+)
+from dsh.subagent._provider import supports_continuable
+from dsh.subagent._types import SubagentStartRequest
+
+if TYPE_CHECKING:
+    from dsh.core import Context
+    from dsh.subagent._runtime import SubagentRuntime
+
+__all__ = [
+    "EVENT_CONTINUABLE_SETTLE",
+    "EVENT_CONTINUABLE_START",
+    "NOTICE_REPORT",
+    "NOTICE_SETTLED",
+    "ContinuableChildren",
+    "Delivery",
+    "ListScope",
+    "settlement_text",
+]
+
+_log = logging.getLogger("dsh.subagent._continuable")
+
+EVENT_CONTINUABLE_START = "subagent/continuable-start"
+"""Bus event (scoped to the parent): a continuable child accepted its first message."""
+EVENT_CONTINUABLE_SETTLE = "subagent/continuable-settle"
+"""Bus event (scoped to the parent): one turn of a continuable child settled."""
+NOTICE_SETTLED = "subagent/settled"
+"""``source.type`` of the settlement notice a parent receives."""
+NOTICE_REPORT = "subagent/report"
+"""``source.type`` of a report a parent receives."""
+
+ListScope = Literal["children", "descendants"]
+Delivery = Literal["queued", "woken", "resumed"]
+"""How :meth:`ContinuableChildren.send_message` delivered: queued behind a running
+turn, woke a waiting child, or cold-resumed one from its persisted session."""
+
+_MAX_CHAIN = 64
+
+
+class ContinuableChildren:
+    """Starts, messages, interrupts, lists and drains continuable children."""
+
+    def __init__(self, ctx: Context, runtime: SubagentRuntime) -> None:
+        self._ctx = ctx
+        self._runtime = runtime
+        self._children: dict[str, ContinuableChild] = {}
+        self._tools: list[Tool] = []
+        self._hooked: dict[str, tuple[Agent, Disposer]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.draining = False
+        """True once the context is closing: every operation raises ``DRAINING``."""
+
+    # -- lookup -------------------------------------------------------------------
+
+    def get(self, agent_id: str) -> ContinuableChild | None:
+        """The record of ``agent_id`` known to this process (live or drained), or None."""
+        return self._children.get(agent_id)
+
+    def live(self) -> builtins.list[ContinuableChild]:
+        """Children with a live activation."""
+        return [r for r in self._children.values() if r.agent is not None]
+
+    def add_child_tool(self, tool: Tool) -> Disposer:
+        """Give every continuable child (live now or activated later) the scoped
+        tool ``tool`` (e.g. ``report``); the disposer takes it away again."""
+        self._tools.append(tool)
+        removers = [self._give(record, tool) for record in self.live()]
+
+        def remove() -> None:
+            if tool in self._tools:
+                self._tools.remove(tool)
+            for remover in removers:
+                if remover is not None:
+                    remover()
+
+        return remove
+
+    # -- start --------------------------------------------------------------------
+
+    async def start(self, name: str, request: SubagentStartRequest) -> ContinuableChild:
+        """Start a continuable child on provider ``name``; returns once the child
+        accepted its first message (its first turn started and is on record).
+
+        The request's signal cancels the start; once this returns, the child is
+        independent of it. Same gate as a one-shot start, plus:
+        ``CONTINUATION_UNAVAILABLE`` for a provider without ``prepare_continuable``,
+        ``INVALID_REQUEST`` for an ``output_schema``, ``DRAINING`` when the parent
+        or the context is closing.
+        """
+        provider = self._runtime.check_start(name, request)
+        if not supports_continuable(provider):
+            raise ContinuationUnavailable(
+                f'subagent provider "{name}" cannot run continuable children (it has no'
+                " prepare_continuable); use it for one-shot runs",
+            )
+        if request.output_schema is not None:
+            raise InvalidRequest(
+                "continuable children do not take an output_schema (they answer more than"
+                " once); use a one-shot run for structured output",
+            )
+        parent = request.parent
+        self._check_open(parent)
+        prepare = provider.prepare_continuable  # type: ignore[attr-defined]
+        agent: Agent = await prepare(request)
+        record = ContinuableChild(
+            agent.id, provider.name, parent.id, request.label, depth=agent.depth
+        )
+        try:
+            if agent.id in self._children:
+                raise DuplicateChild(
+                    f'a continuable subagent "{agent.id}" is already registered',
+                )
+            lock = self._acquire_lock(agent.id)
+            record.spec = spec_for(request, provider.name, agent.id)
+            agent.record(SPEC_EVENT, record.spec)
+            self._attach(record, agent, lock)
+            self._hook_parent(parent)
+            record.accepted = asyncio.Event()
+            agent.followup(request.prompt_blocks)
+            if not await self._wait_accepted(record, request.signal):
+                raise StartAborted(f"subagent start aborted: {request.signal.reason}")
+            if record.agent is None:
+                raise Draining(
+                    f'subagent "{agent.id}" was shut down before it accepted its first message',
+                )
+        except BaseException:
+            await self._discard(record, agent)
+            raise
+        if not parent.closed:
+            parent.record(
+                CHILD_EVENT,
+                {
+                    "agent_id": agent.id,
+                    "provider": provider.name,
+                    "parent_agent": parent.id,
+                    "label": request.label,
+                },
+            )
+        self._ctx.events.emit(
+            EVENT_CONTINUABLE_START,
+            {
+                "agent_id": agent.id,
+                "provider": provider.name,
+                "parent_agent": parent.id,
+                "label": request.label,
+            },
+            scope=parent.id,
+        )
+        return record
+
+    # -- messages -----------------------------------------------------------------
+
+    async def send_message(
+        self,
+        caller: Agent,
+        agent_id: str,
+        message: Content,
+        *,
+        signal: AbortSignal | None = None,
+    ) -> tuple[ContinuableChild, Delivery]:
+        """Deliver ``message`` from ``caller`` (the child's parent) to child ``agent_id``.
+
+        Queued while the child runs; wakes it when it waits (also after an
+        interrupt: its kept messages run first); cold-resumes it from its
+        persisted session when it has no live activation. Raises
+        ``UNAUTHORIZED`` (not the parent), ``NOT_RESUMABLE``, ``DRAINING``,
+        ``CONTINUATION_UNAVAILABLE`` (its provider is not registered) or
+        ``DUPLICATE_CHILD`` (it is live in another process).
+        """
+        self._check_open(caller)
+        if agent_id == caller.id:
+            raise Unauthorized(f'agent "{agent_id}" cannot send a message to itself')
+        record = self._children.get(agent_id) or self._load(agent_id)[0]
+        if record.parent_id != caller.id:
+            raise Unauthorized(
+                f'agent "{caller.id}" may not message subagent "{agent_id}": only its parent'
+                f' "{record.parent_id}" may',
+            )
+        self._check_not_draining(record)
+        signal = signal or AbortSignal()
+        blocks = as_blocks(message)
+        async with self._locks.setdefault(agent_id, asyncio.Lock()):
+            record = self._children.get(agent_id) or record
+            self._check_not_draining(record)
+            agent = record.agent
+            if agent is not None and agent.closed and record.released is not None:
+                with anyio.CancelScope(shield=True):  # someone is closing it: let them finish
+                    await record.released.wait()
+                agent = record.agent
+            how: Delivery = "woken"
+            if agent is None or agent.closed:
+                agent = await self._activate(caller, record, signal, blocks)
+                how = "resumed"
+            waiting = not agent.running
+            if not waiting:
+                how = "queued"
+            if waiting:
+                record.accepted = asyncio.Event()
+            agent.followup(blocks)
+        if waiting:
+            await self._wait_accepted(record, signal)
+        return record, how
+
+    async def interrupt(
+        self, caller: Agent, agent_id: str, *, signal: AbortSignal | None = None
+    ) -> tuple[ContinuableChild, bool]:
+        """Stop the running turn of child ``agent_id`` (its queued messages are kept)
+        and wait until it has stopped. ``caller`` must be a live ancestor, never the
+        child itself (``UNAUTHORIZED``). Returns the record and whether a turn was
+        running."""
+        self._check_open(caller)
+        if agent_id == caller.id:
+            raise Unauthorized(f'agent "{agent_id}" cannot interrupt itself')
+        record = self._children.get(agent_id) or self._load(agent_id)[0]
+        if not self._is_ancestor(caller.id, record):
+            raise Unauthorized(
+                f'agent "{caller.id}" may not interrupt subagent "{agent_id}": only its parent'
+                f' "{record.parent_id}" or another live ancestor may',
+            )
+        self._check_not_draining(record)
+        agent = record.agent
+        if agent is None or not agent.running:
+            return record, False
+        agent.cancel(f"interrupted by agent {caller.id}")
+        with anyio.CancelScope() as scope:
+            unlink = signal.on_abort(lambda _reason: scope.cancel()) if signal else None
+            try:
+                await agent.when_idle()
+            finally:
+                if unlink is not None:
+                    unlink()
+        return record, True
+
+    def report(self, child: Agent, message: Content) -> Agent:
+        """Deliver ``message`` from continuable child ``child`` to its live direct
+        parent, as a notice (source type ``subagent/report``). Returns the parent."""
+        record = self._children.get(child.id)
+        if record is None or record.agent is not child:
+            raise Unauthorized(
+                f'agent "{child.id}" is not a continuable subagent: only continuable'
+                " subagents can report to a parent",
+            )
+        self._check_not_draining(record)
+        if self.draining or self._ctx.closing:
+            raise Draining("the subagent runtime is shutting down")
+        parent = self._ctx.agents.get(record.parent_id)
+        if parent is None or parent.closed:
+            raise ContinuationUnavailable(
+                f'the parent agent "{record.parent_id}" of subagent "{child.id}" is not live,'
+                " so the report cannot be delivered now; put it in your final answer instead",
+            )
+        text = "\n".join(
+            (f"[report from subagent {child.id}{_quoted(record.label)}]", _text(message))
+        )
+        parent.notify(text, source={"type": NOTICE_REPORT, "agent_id": child.id})
+        return parent
+
+    # -- listing ------------------------------------------------------------------
+
+    def list(self, caller: Agent, scope: ListScope = "children") -> builtins.list[ContinuableChild]:
+        """The continuable children (or all descendants) of ``caller``, oldest first.
+
+        Live children report their live state; others are read from their
+        persisted sessions. A session that cannot be read is listed with status
+        ``failed``, ``readable = False`` and a diagnostic instead of failing the list.
+        """
+        found: builtins.list[ContinuableChild] = []
+        seen: set[str] = {caller.id}
+        frontier: builtins.list[tuple[str, Sequence[Event]]] = [(caller.id, caller.session.events)]
+        while frontier:
+            parent_id, events = frontier.pop(0)
+            for child_id, label in self._child_ids(parent_id, events):
+                if child_id in seen:
+                    continue
+                seen.add(child_id)
+                record, child_events = self._snapshot(child_id, parent_id, label)
+                found.append(record)
+                if scope == "descendants" and child_events is not None:
+                    frontier.append((child_id, child_events))
+        return found
+
+    def _child_ids(self, parent_id: str, events: Sequence[Event]) -> builtins.list[tuple[str, Any]]:
+        ids: dict[str, Any] = {}
+        for event in events:
+            if event.type == CHILD_EVENT and event.data.get("parent_agent") == parent_id:
+                ids.setdefault(str(event.data.get("agent_id")), event.data.get("label"))
+        for record in self._children.values():
+            if record.parent_id == parent_id:
+                ids.setdefault(record.id, record.label)
+        return list(ids.items())
+
+    def _snapshot(
+        self, child_id: str, parent_id: str, label: Any
+    ) -> tuple[ContinuableChild, Sequence[Event] | None]:
+        record = self._children.get(child_id)
+        if record is not None and record.agent is not None:
+            return record, record.agent.session.events
+        if self._ctx.sessions is None:
+            if record is not None:
+                return record, ()
+            return _unreadable(child_id, parent_id, label, "its session is not on disk"), None
+        try:
+            return self._load(child_id)
+        except SubagentError as exc:
+            return _unreadable(child_id, parent_id, label, exc.message), None
+
+    # -- draining -----------------------------------------------------------------
+
+    async def drain_children_of(self, parent_id: str, cause: str = "parent agent closed") -> None:
+        """Close the live activations of ``parent_id``'s children and wait until they
+        are quiescent (their sessions stay resumable)."""
+        self._hooked.pop(parent_id, None)
+        await self._drain([r for r in self.live() if r.parent_id == parent_id], cause)
+
+    async def aclose(self) -> None:
+        """Refuse new work and drain every live child (the context is closing)."""
+        self.draining = True
+        await self._drain(self.live(), "context closed")
+
+    async def _drain(self, records: builtins.list[ContinuableChild], cause: str) -> None:
+        if not records:
+            return
+        for record in records:
+            record.draining = True
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for record in records:
+                    tg.start_soon(self._close_activation, record, cause)
+
+    async def _close_activation(self, record: ContinuableChild, cause: str) -> None:
+        agent, released = record.agent, record.released
+        try:
+            if agent is not None:
+                await agent.aclose(cause)
+            if released is not None:
+                await released.wait()  # another closer may be finishing it
+        except Exception:
+            _log.exception("closing continuable subagent %s failed", record.id)
+        finally:
+            record.draining = False
+
+    # -- internals ----------------------------------------------------------------
+
+    def _check_open(self, agent: Agent) -> None:
+        if self.draining or self._runtime.draining or self._ctx.closing:
+            raise Draining("the subagent runtime is shutting down")
+        if agent.closed:
+            raise Draining(f'agent "{agent.id}" is closed')
+
+    def _check_not_draining(self, record: ContinuableChild) -> None:
+        if record.draining:
+            raise Draining(
+                f'subagent "{record.id}" is being shut down (its parent or the context is'
+                " closing); message it again once it is resumable",
+            )
+
+    def _load(self, agent_id: str) -> tuple[ContinuableChild, Sequence[Event]]:
+        """A detached record of a persisted child, and its events."""
+        store = self._ctx.sessions
+        if store is None:
+            raise NotResumable(
+                f'no continuable subagent "{agent_id}" is live, and this context keeps no'
+                " sessions on disk to resume one from (open it with a sessions_dir)",
+            )
+        try:
+            loaded = store.load(agent_id)
+        except SessionError as exc:
+            raise NotResumable(f'subagent "{agent_id}" cannot be resumed: {exc}') from None
+        meta = loaded.header.meta
+        seed_length = int(meta.get("seed_length", 0))
+        spec = find_spec(loaded.events, agent_id, seed_length)
+        if spec is None or loaded.header.parent_session is None:
+            raise NotResumable(
+                f'"{agent_id}" is not a continuable subagent (its session has no'
+                f" {SPEC_EVENT} record)",
+            )
+        record = ContinuableChild(
+            agent_id,
+            str(spec.get("provider")),
+            loaded.header.parent_session,
+            spec.get("label"),
+            depth=int(meta.get("delegation_depth", 1)),
+            spec=spec,
+        )
+        record.refresh_from(loaded.events, seed_length)
+        return record, loaded.events
+
+    def _is_ancestor(self, caller_id: str, record: ContinuableChild) -> bool:
+        parent_id: str | None = record.parent_id
+        for _ in range(_MAX_CHAIN):
+            if parent_id is None:
+                return False
+            if parent_id == caller_id:
+                return True
+            parent_id = self._parent_of(parent_id)
+        return False
+
+    def _parent_of(self, agent_id: str) -> str | None:
+        live = self._ctx.agents.get(agent_id)
+        if live is not None:
+            return live.parent_id
+        record = self._children.get(agent_id)
+        if record is not None:
+            return record.parent_id
+        store = self._ctx.sessions
+        if store is None:
+            return None
+        try:
+            return store.load(agent_id).header.parent_session
+        except SessionError:
+            return None
+
+    def _acquire_lock(self, agent_id: str) -> ActivationLock | None:
+        store = self._ctx.sessions
+        if store is None or not store.exists(agent_id):
+            return None
+        lock = ActivationLock(store.directory / f"{agent_id}.lock")
+        holder = lock.try_acquire()
+        if holder is not None:
+            raise DuplicateChild(
+                f'subagent "{agent_id}" already has a live activation in another process'
+                f" (pid {holder}); a child runs in one place at a time",
+            )
+        return lock
+
+    async def _activate(
+        self,
+        caller: Agent,
+        record: ContinuableChild,
+        signal: AbortSignal,
+        blocks: builtins.list[dict[str, Any]],
+    ) -> Agent:
+        """Cold-resume ``record`` from its persisted session (caller: its parent)."""
+        agent_id = record.id
+        if self._ctx.sessions is None:
+            raise NotResumable(
+                f'subagent "{agent_id}" has no live activation and this context keeps no'
+                " sessions on disk to resume it from",
+            )
+        if self._ctx.agents.get(agent_id) is not None:
+            raise DuplicateChild(
+                f'subagent "{agent_id}" is live in this process outside the continuable'
+                " registry; close that agent before messaging it here",
+            )
+        provider = self._runtime.get_provider(record.provider)
+        if provider is None or not supports_continuable(provider):
+            raise ContinuationUnavailable(
+                f'subagent "{agent_id}" was started by provider "{record.provider}", which is'
+                " not registered here (or cannot continue children); load its plugin to"
+                " resume it",
+            )
+        lock = self._acquire_lock(agent_id)
+        try:
+            request = request_from_spec(record.spec, caller, signal, blocks)
+            prepare = provider.prepare_continuable  # type: ignore[attr-defined]
+            agent: Agent = await prepare(request, resume=agent_id)
+        except SessionError as exc:
+            if lock is not None:
+                lock.release()
+            raise NotResumable(f'subagent "{agent_id}" cannot be resumed: {exc}') from None
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        seed_length = int(agent.session.header.meta.get("seed_length", 0))
+        record.refresh_from(agent.session.events, seed_length)
+        self._attach(record, agent, lock)
+        self._hook_parent(caller)
+        return agent
+
+    def _attach(self, record: ContinuableChild, agent: Agent, lock: ActivationLock | None) -> None:
+        record.agent = agent
+        record.lock = lock
+        record.released = asyncio.Event()
+        record.detach = [agent.observe(partial(self._on_event, record, agent), deltas=False)]
+        for tool in self._tools:
+            remover = self._give(record, tool)
+            if remover is not None:
+                record.detach.append(remover)
+        agent.on_close(partial(self._on_closed, record, agent))
+        self._children[record.id] = record
+
+    def _give(self, record: ContinuableChild, tool: Tool) -> Disposer | None:
+        agent = record.agent
+        if agent is None:
+            return None
+        try:
+            return agent.tools.add(tool)
+        except ToolError:
+            _log.warning("subagent %s: tool %r clashes, not added", record.id, tool.name)
+            return None
+
+    def _hook_parent(self, parent: Agent) -> None:
+        entry = self._hooked.get(parent.id)
+        if entry is not None and entry[0] is parent:
+            return
+        remove = parent.on_close(partial(self.drain_children_of, parent.id))
+        self._hooked[parent.id] = (parent, remove)
+
+    async def _on_closed(self, record: ContinuableChild, agent: Agent) -> None:
+        detach, record.detach = record.detach, []
+        for remover in detach:
+            remover()
+        if record.agent is agent:
+            record.agent = None
+        lock, record.lock = record.lock, None
+        if lock is not None:
+            lock.release()
+        for event in (record.released, record.accepted):
+            if event is not None:
+                event.set()
+
+    async def _discard(self, record: ContinuableChild, agent: Agent) -> None:
+        record.draining = True
+        try:
+            await agent.aclose("continuable start failed")
+        finally:
+            if record.lock is not None:
+                record.lock.release()
+                record.lock = None
+            if self._children.get(record.id) is record:
+                del self._children[record.id]
+
+    async def _wait_accepted(self, record: ContinuableChild, signal: AbortSignal) -> bool:
+        event = record.accepted
+        if event is None or event.is_set():
+            return True
+        with anyio.CancelScope() as scope:
+            unlink = signal.on_abort(lambda _reason: scope.cancel())
+            try:
+                await event.wait()
+            finally:
+                unlink()
+        return event.is_set()
+
+    def _on_event(self, record: ContinuableChild, agent: Agent, event: Event) -> None:
+        kind = event.type
+        if kind == "turn/start":
+            record.turn_start = event.seq
+            if record.accepted is not None:
+                record.accepted.set()
+        elif kind == "turn/end" and record.agent is agent:
+            self._settle(record, agent, event)
+
+    def _settle(self, record: ContinuableChild, agent: Agent, end: Event) -> None:
+        stop = str(end.data.get("stop_reason"))
+        start = record.turn_start if record.turn_start >= 0 else end.seq
+        record.turn_start = -1
+        record.turns += 1
+        record.stop_reason = stop
+        record.last_status = status_for(stop)
+        record.last_output = _last_output(agent.session.events, start, end.seq)
+        record.diagnostic = diagnostic_for(stop, end.data.get("error"))
+        data = {
+            "agent_id": record.id,
+            "status": record.last_status,
+            "stop_reason": stop,
+            "turn": record.turns,
+        }
+        self._ctx.events.emit(EVENT_CONTINUABLE_SETTLE, data, scope=record.parent_id)
+        if record.draining or self.draining or self._ctx.closing:
+            return
+        parent = self._ctx.agents.get(record.parent_id)
+        if parent is None or parent.closed:
+            return
+        try:
+            parent.notify(settlement_text(record), source={"type": NOTICE_SETTLED, **data})
+        except Exception:
+            _log.exception("could not notify the parent of subagent %s", record.id)
+
+
+def settlement_text(record: ContinuableChild) -> str:
+    """The settlement notice a parent reads when one turn of ``record`` settled."""
+    who = f"subagent {record.id}{_quoted(record.label)}"
+    status = record.last_status
+    if status == "settled":
+        head = f"[runtime notice] {who} settled: its turn {record.turns} completed."
+    elif status == "idle":
+        head = f"[runtime notice] {who} was interrupted in its turn {record.turns}."
+    else:
+        head = (
+            f"[runtime notice] {who} failed: its turn {record.turns} ended with stop reason"
+            f" {record.stop_reason}."
+        )
+    lines = [head]
+    if record.diagnostic and status != "settled":
+        lines.append(f"Diagnostic: {record.diagnostic}")
+    if record.last_output:
+        lines.append(f"Final output:\n{record.last_output}")
+    else:
+        lines.append("Final output: (none)")
+    lines.append("It keeps its conversation; continue it with send_message.")
+    return "\n".join(lines)
+
+
+def _last_output(events: Sequence[Event], start: int, end: int) -> str:
+    for index in range(end, start - 1, -1):
+        event = events[index]
+        if event.type == "assistant/message":
+            text = text_of(event.data.get("content"))
+            if text:
+                return text
+    return ""
+
+
+def _quoted(label: str | None) -> str:
+    return f' ("{label}")' if label else ""
+
+
+def _text(message: Content) -> str:
+    if isinstance(message, str):
+        return message
+    return text_of(as_blocks(message))
+
+
+def _unreadable(child_id: str, parent_id: str, label: Any, why: str) -> ContinuableChild:
+    return ContinuableChild(
+        child_id,
+        "unknown",
+        parent_id,
+        label if isinstance(label, str) else None,
+        last_status="failed",
+        diagnostic=why,
+        readable=False,
+    )

@@ -1,0 +1,116 @@
+"""Depth and lineage across process boundaries.
+
+A child that runs in another process (``dsh acp``, ``dsh run`` started by a product's
+shell tool, a remote ``dsh a2a``) must know how deep it is and what limit it
+inherited, or a chain of processes could recurse without end. :class:`Lineage`
+carries that: into a child's environment (``DSH_DELEGATION_DEPTH``,
+``DSH_MAX_DEPTH``, ``DSH_PARENT_SESSION``) and into protocol metadata (ACP
+``_meta``, A2A message metadata) under the key ``dsh``; the child reads it back and
+starts its root agent at that depth, under that limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dsh.subagent._validation import effective_max_depth
+
+if TYPE_CHECKING:
+    from dsh.subagent._types import SubagentStartRequest
+
+__all__ = ["DEPTH_VARIABLE", "MAX_DEPTH_VARIABLE", "PARENT_VARIABLE", "Lineage"]
+
+DEPTH_VARIABLE = "DSH_DELEGATION_DEPTH"
+MAX_DEPTH_VARIABLE = "DSH_MAX_DEPTH"
+PARENT_VARIABLE = "DSH_PARENT_SESSION"
+META_KEY = "dsh"
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """Where a child sits in a delegation tree: its ``depth`` (root agent 0), the
+    ``max_depth`` it inherited (None: none), the parent's session id."""
+
+    depth: int = 0
+    max_depth: int | None = None
+    parent_session: str | None = None
+
+    @classmethod
+    def of_request(cls, request: SubagentStartRequest) -> Lineage:
+        """The lineage of the child ``request`` starts."""
+        parent = request.parent
+        meta = parent.session.header.meta
+        return cls(parent.depth + 1, effective_max_depth(meta, request.max_depth), parent.id)
+
+    def env(self) -> dict[str, str]:
+        """Environment entries for a child process."""
+        env = {DEPTH_VARIABLE: str(self.depth)}
+        if self.max_depth is not None:
+            env[MAX_DEPTH_VARIABLE] = str(self.max_depth)
+        if self.parent_session is not None:
+            env[PARENT_VARIABLE] = self.parent_session
+        return env
+
+    def meta(self) -> dict[str, Any]:
+        """The ``dsh`` object for protocol metadata (``{"depth", "maxDepth", "parentSession"}``)."""
+        data: dict[str, Any] = {"depth": self.depth}
+        if self.max_depth is not None:
+            data["maxDepth"] = self.max_depth
+        if self.parent_session is not None:
+            data["parentSession"] = self.parent_session
+        return data
+
+    def session_meta(self) -> dict[str, Any]:
+        """Session header meta for the child's root agent (``delegation_depth``, ``max_depth``)."""
+        meta: dict[str, Any] = {"delegation_depth": self.depth}
+        if self.max_depth is not None:
+            meta["max_depth"] = self.max_depth
+        return meta
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Lineage | None:
+        """Read :meth:`env` entries (None when there are none); malformed values raise
+        ``ValueError`` naming the variable."""
+        if DEPTH_VARIABLE not in environ:
+            return None
+        depth = _non_negative(environ[DEPTH_VARIABLE], DEPTH_VARIABLE)
+        raw_limit = environ.get(MAX_DEPTH_VARIABLE)
+        limit = _non_negative(raw_limit, MAX_DEPTH_VARIABLE) if raw_limit else None
+        return cls(depth, limit, environ.get(PARENT_VARIABLE) or None)
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any] | None) -> Lineage | None:
+        """Read the ``dsh`` object of protocol metadata (None when absent); malformed
+        values raise ``ValueError``."""
+        if not isinstance(meta, Mapping):
+            return None
+        data = meta.get(META_KEY)
+        if not isinstance(data, Mapping) or "depth" not in data:
+            return None
+        depth = _non_negative(data["depth"], "_meta.dsh.depth")
+        limit = data.get("maxDepth")
+        parent = data.get("parentSession")
+        return cls(
+            depth,
+            _non_negative(limit, "_meta.dsh.maxDepth") if limit is not None else None,
+            parent if isinstance(parent, str) else None,
+        )
+
+    def deeper_than_allowed(self) -> str | None:
+        """The refusal if this child is already deeper than its limit, else None."""
+        if self.max_depth is not None and self.depth > self.max_depth:
+            return f"subagent depth {self.depth} exceeds max_depth {self.max_depth}"
+        return None
+
+
+def _non_negative(value: object, what: str) -> int:
+    try:
+        number = int(value)  # type: ignore[call-overload]
+        assert isinstance(number, int)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a non-negative integer, got {value!r}") from None
+    if isinstance(value, bool) or number < 0 or (isinstance(value, float) and value != number):
+        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
+    return number

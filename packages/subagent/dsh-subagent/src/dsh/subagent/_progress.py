@@ -1,0 +1,227 @@
+"""What a running child reports along the way (:class:`SubagentProgress`) and what a
+run cost (:class:`SubagentUsage`): one vocabulary for every transport."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+__all__ = ["PROGRESS_KINDS", "ProgressKind", "SubagentProgress", "SubagentUsage", "ToolStatus"]
+
+ProgressKind = Literal[
+    "text",
+    "thinking",
+    "tool_call",
+    "tool_update",
+    "usage",
+    "child_start",
+    "child_end",
+    "notice",
+    "queued",
+]
+PROGRESS_KINDS: frozenset[str] = frozenset(
+    (
+        "text",
+        "thinking",
+        "tool_call",
+        "tool_update",
+        "usage",
+        "child_start",
+        "child_end",
+        "notice",
+        "queued",
+    )
+)
+ToolStatus = Literal["running", "completed", "failed"]
+
+_USAGE_INTS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SubagentUsage(Mapping[str, Any]):
+    """Tokens (and cost, where the transport says) a run used.
+
+    ``incomplete`` is True when the transport reported nothing, or only part of the
+    run (a totals figure that includes such a run is incomplete too). Reads like a
+    mapping as well (``usage["input_tokens"]``), keys limited to the fields that are set.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    incomplete: bool = False
+
+    @classmethod
+    def unknown(cls) -> SubagentUsage:
+        """Usage of a run whose transport reported none."""
+        return _UNKNOWN
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> SubagentUsage:
+        """Read a mapping (``None`` or empty: :meth:`unknown`); unknown keys are ignored
+        and ill-typed values make the usage incomplete instead of failing."""
+        if not data:
+            return _UNKNOWN
+        values: dict[str, Any] = {}
+        incomplete = bool(data.get("incomplete", False))
+        for name in _USAGE_INTS:
+            raw = data.get(name)
+            if raw is None:
+                continue
+            if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+                incomplete = True
+                continue
+            values[name] = int(raw)
+        cost = data.get("cost_usd")
+        if cost is not None:
+            if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
+                incomplete = True
+            else:
+                values["cost_usd"] = float(cost)
+        if not values:
+            return _UNKNOWN
+        return cls(**values, incomplete=incomplete)
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields that are set, as a JSON object."""
+        return dict(self.items())
+
+    def __add__(self, other: SubagentUsage) -> SubagentUsage:
+        return SubagentUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            _add(self.cached_input_tokens, other.cached_input_tokens),
+            _add(self.reasoning_tokens, other.reasoning_tokens),
+            _add(self.cost_usd, other.cost_usd),
+            self.incomplete or other.incomplete,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    # Mapping view ---------------------------------------------------------------------
+
+    def _present(self) -> Iterator[tuple[str, Any]]:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None or (item.name == "incomplete" and not value):
+                continue
+            yield item.name, value
+
+    def __getitem__(self, key: str) -> Any:
+        for name, value in self._present():
+            if name == key:
+                return value
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._present())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._present())
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+_UNKNOWN = SubagentUsage(incomplete=True)
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentProgress:
+    """One thing a child did, as it happened; the same vocabulary from every provider.
+
+    ``kind``:
+
+    * ``text`` / ``thinking`` — a delta of assistant text / reasoning (``text``);
+    * ``tool_call`` — a tool call started (``tool_call_id``, ``name``, ``title``,
+      ``arguments`` where the transport says);
+    * ``tool_update`` — a tool call moved on (``tool_call_id``, ``status`` running /
+      completed / failed, ``text``: a short excerpt of its output);
+    * ``usage`` — running token counts of the run (``usage``);
+    * ``child_start`` / ``child_end`` — a nested delegation inside the child
+      (``run_id``, ``provider``, ``label``; ``stop_reason`` at the end);
+    * ``notice`` — something the transport reported that is not the answer (``text``);
+    * ``queued`` — the run waits for a slot (``position``, 1 = next).
+
+    ``path`` names the nested runs between the run being watched and the item's
+    source, outermost first: ``()`` for items about the run itself, ``(g,)`` for a
+    grandchild ``g``'s own items (its ``child_start`` and ``child_end`` included).
+    """
+
+    kind: ProgressKind
+    path: tuple[str, ...] = ()
+    text: str | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    title: str | None = None
+    arguments: Any = None
+    status: ToolStatus | None = None
+    usage: SubagentUsage | None = None
+    run_id: str | None = None
+    provider: str | None = None
+    label: str | None = None
+    stop_reason: str | None = None
+    position: int | None = None
+
+    def nested(self, run_id: str) -> SubagentProgress:
+        """This item as seen from one level up: ``run_id`` prepended to the path."""
+        return replace(self, path=(run_id, *self.path))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON object with the fields that are set (``path`` always)."""
+        out: dict[str, Any] = {"kind": self.kind, "path": list(self.path)}
+        for item in fields(self):
+            name = item.name
+            if name in ("kind", "path"):
+                continue
+            value = getattr(self, name)
+            if value is None:
+                continue
+            out[name] = value.to_json() if name == "usage" else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SubagentProgress:
+        """Read :meth:`to_json` output (from another process); raises ``ValueError``
+        for an unknown kind or ill-typed fields."""
+        kind = data.get("kind")
+        if kind not in PROGRESS_KINDS:
+            raise ValueError(f"unknown progress kind {kind!r}")
+        path = data.get("path", ())
+        if not isinstance(path, list | tuple) or not all(isinstance(p, str) for p in path):
+            raise ValueError("progress path must be a list of run ids")
+        values: dict[str, Any] = {}
+        for name in ("text", "tool_call_id", "name", "title", "run_id", "provider", "label"):
+            value = data.get(name)
+            if value is not None:
+                if not isinstance(value, str):
+                    raise ValueError(f"progress field {name} must be a string")
+                values[name] = value
+        status = data.get("status")
+        if status is not None:
+            if status not in ("running", "completed", "failed"):
+                raise ValueError(f"unknown tool status {status!r}")
+            values["status"] = status
+        stop = data.get("stop_reason")
+        if stop is not None:
+            values["stop_reason"] = str(stop)
+        position = data.get("position")
+        if isinstance(position, int) and not isinstance(position, bool):
+            values["position"] = position
+        if "arguments" in data:
+            values["arguments"] = data["arguments"]
+        usage = data.get("usage")
+        if isinstance(usage, Mapping):
+            values["usage"] = SubagentUsage.from_json(usage)
+        return cls(kind, tuple(path), **values)

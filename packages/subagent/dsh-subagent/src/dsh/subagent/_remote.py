@@ -1,0 +1,511 @@
+"""The provider kit: one lifecycle for every child that runs outside this process.
+
+A transport subclasses :class:`RemoteRun` and writes only its wire protocol and
+its output fold, in a few hooks:
+
+* :meth:`RemoteRun.open` — start the child and handshake (spawn, ``initialize``,
+  new session...). Raced against the request's signal and ``start_timeout``.
+* :meth:`RemoteRun.turn` — send the task and return its result. Raced against
+  the signal, :meth:`~dsh.subagent.SubagentRun.dispose` and ``turn_timeout``.
+* :meth:`RemoteRun.cancel` — ask the child to stop its turn (``session/cancel``,
+  ``turn/interrupt``, ``tasks/cancel``...); return whether the request went out.
+* :meth:`RemoteRun.close` — release everything (stop the process tree...).
+  Bounded and idempotent; :meth:`RemoteRun.kill_now` is its synchronous last resort.
+
+:meth:`RemoteRun.launch` owns the rest, the same way for every transport: the
+start-aborted and start-failed errors (nothing is left running when ``start``
+raises), publication, settling exactly once, the diagnostic stages, cancel that
+does not wait for a cancel that could not be sent, teardown on every path (also
+when the task driving it is cancelled twice), and the partial output and usage of
+a run that did not finish::
+
+    class EchoRun(RemoteRun):
+        async def open(self) -> None:
+            self.conn = await connect(...)
+        async def turn(self) -> SubagentResult:
+            return SubagentResult(await self.conn.ask(self.request.prompt_text), "completed")
+        async def close(self) -> None:
+            await self.conn.aclose()
+
+    async def start(self, request):      # the provider
+        return await EchoRun(self.name, request, self.config).launch()
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+from dataclasses import replace
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dsh.subagent._diagnostics import redact_secrets
+from dsh.subagent._errors import StartAborted, StartFailed, SubagentError
+from dsh.subagent._progress import SubagentUsage
+from dsh.subagent._run import RunHandle, SubagentRun
+from dsh.subagent._types import SubagentResult, SubagentStartRequest
+
+__all__ = ["DEFAULT_TURN_TIMEOUT", "RemoteRun", "RemoteTimeouts", "Stages"]
+
+_log = logging.getLogger("dsh.subagent.remote")
+
+DEFAULT_TURN_TIMEOUT = 900.0
+"""Seconds a remote child's turn may take by default before it is stopped and the run
+settles ``error`` (a model server that never answers would otherwise hang it)."""
+
+_run_numbers = itertools.count(1)
+
+_TURN_EXIT_GRACE = 1.0
+"""Seconds a cancelled turn task gets to end before the teardown goes on without it."""
+_CLOSE_AFTER_KILL = 5.0
+"""Seconds a cancelled caller still waits for :meth:`RemoteRun.close` after ``kill_now``."""
+
+
+class RemoteTimeouts(BaseModel):
+    """The time limits every out-of-process provider takes, with the same names."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start_timeout: float = Field(60.0, gt=0)
+    """Seconds the child gets to start and finish its handshake."""
+    turn_timeout: float | None = Field(DEFAULT_TURN_TIMEOUT, gt=0)
+    """Seconds the turn may take before it is stopped and the run settles ``error``.
+    ``0`` (or ``None`` from code) means no limit; the parent can always cancel."""
+    cancel_grace: float = Field(5.0, ge=0)
+    """Seconds a cancelled child gets to confirm before it is stopped anyway (not
+    waited when the cancel request could not be sent)."""
+
+    @field_validator("turn_timeout", mode="before")
+    @classmethod
+    def _zero_is_no_limit(cls, value: Any) -> Any:
+        # TOML has no null: 0 says "no limit" in a preset
+        return None if value == 0 and not isinstance(value, bool) else value
+
+
+class Stages:
+    """Which stage a run is in, so a failure's diagnostic can name it.
+
+    ``stages.enter("initialize")`` ... a failure then reads
+    ``codex initialize failed: <reason>``.
+    """
+
+    __slots__ = ("current", "provider")
+
+    def __init__(self, provider: str, first: str = "start") -> None:
+        self.provider = provider
+        self.current = first
+
+    def enter(self, stage: str) -> None:
+        """Mark the start of ``stage``."""
+        self.current = stage
+
+    def describe(self, error: BaseException) -> str:
+        """A diagnostic for ``error`` naming the current stage."""
+        reason = getattr(error, "message", None)
+        if not isinstance(reason, str) or not reason:
+            reason = str(error)
+            if not reason:
+                reason = type(error).__name__
+            elif not isinstance(error, OSError | TimeoutError):
+                reason = f"{type(error).__name__}: {reason}"
+        return f"{self.provider} {self.current} failed: {reason}"
+
+
+class RemoteRun(abc.ABC):
+    """One run of a child outside this process (see the module docstring)."""
+
+    def __init__(
+        self, provider: str, request: SubagentStartRequest, timeouts: RemoteTimeouts
+    ) -> None:
+        self.provider = provider
+        """The provider's name (used in diagnostics)."""
+        self.request = request
+        self.timeouts = timeouts
+        self.stages = Stages(provider)
+        self.handle: RunHandle | None = None
+        """The provider side of the run, once published."""
+        self.stop, self._unlink = request.signal.linked()
+        """Fires when the request's signal does, or when the run is disposed."""
+        self.published = False
+        """True once the run was handed to the caller (a start that failed or was
+        aborted closes without waiting for the child to wind down)."""
+        self._halted: str | None = None
+        self._driver: asyncio.Task[None] | None = None
+        self._turn: asyncio.Task[SubagentResult] | None = None
+        self._finishing: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None
+
+    # -- hooks ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Start the child and handshake. Cancellation (abort, start timeout) arrives
+        as a cancelled await; :meth:`close` runs afterwards on every failure."""
+
+    @abc.abstractmethod
+    async def turn(self) -> SubagentResult:
+        """Send the task; return the result (raising is a failure of the run).
+
+        Runs in a task of its own; cancelled when the run is stopped."""
+
+    async def cancel(self) -> bool:
+        """Ask the child to stop its turn; True if the request was sent (the kit then
+        waits ``cancel_grace`` for the turn to end), False if it could not be."""
+        return False
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release everything the run holds (idempotent, bounded in time)."""
+
+    def kill_now(self) -> None:  # noqa: B027 - optional hook
+        """Synchronous last resort when :meth:`close` was interrupted: kill what is left."""
+
+    def run_id(self) -> str:
+        """The run id (default: ``<provider>-<pid>-<n>``)."""
+        return f"{self.provider}-{os.getpid()}-{next(_run_numbers)}"
+
+    def partial_output(self) -> str:
+        """What the child said so far (the output of a run that did not finish)."""
+        return ""
+
+    def usage(self) -> SubagentUsage:
+        """What the run used so far (default: unknown)."""
+        return SubagentUsage.unknown()
+
+    def details(self) -> str:
+        """Extra text for the diagnostic of a failed start or run, read after
+        :meth:`close` (the child's last words: a stderr tail...). Default: none."""
+        return ""
+
+    def describe(self, error: BaseException) -> str:
+        """The diagnostic of ``error`` (default: the stage and the error's message)."""
+        return self.stages.describe(error)
+
+    def on_progress_wanted(self, handle: RunHandle) -> Any:
+        """Called once when someone first wants the run's progress; may return a
+        disposer run at settlement. Default: nothing (check ``handle.wants_progress``)."""
+        return None
+
+    # -- the lifecycle -----------------------------------------------------------------
+
+    async def launch(self) -> SubagentRun:
+        """Open the child, publish the run and drive its turn in a context task.
+
+        Raises :class:`~dsh.subagent.StartAborted` when the signal fires first,
+        :class:`~dsh.subagent.StartFailed` when the child cannot start (or does not
+        within ``start_timeout``), or the :class:`~dsh.subagent.SubagentError`
+        :meth:`open` raised; nothing is left running then (:meth:`close` has
+        finished, also when the caller was cancelled: it then gets its cancellation
+        once :meth:`kill_now` and :meth:`close` are done).
+        """
+        try:
+            return await self._launch()
+        except BaseException:
+            self._unlink()
+            raise
+
+    async def _launch(self) -> SubagentRun:
+        signal = self.request.signal
+        if signal.aborted:
+            raise StartAborted(f"subagent start aborted: {signal.reason}")
+        aborted = anyio.CancelScope()
+        unlink = signal.on_abort(lambda _reason: aborted.cancel())
+        timer = anyio.CancelScope(deadline=anyio.current_time() + self.timeouts.start_timeout)
+        failure: BaseException | None = None
+        try:
+            with aborted, timer:
+                await self.open()
+        except BaseException as exc:
+            failure = exc
+        finally:
+            unlink()
+        if failure is None and not signal.aborted and not timer.cancelled_caught:
+            return await self._publish()
+        await self._close_shielded()
+        if signal.aborted:
+            raise StartAborted(f"subagent start aborted: {signal.reason}") from None
+        if (
+            failure is not None
+            and not isinstance(failure, Exception)
+            and not _stray_cancellation(failure)
+        ):
+            raise failure  # the caller was cancelled (or the process is exiting)
+        if timer.cancelled_caught or (failure is not None and timer.cancel_called):
+            # (an open() that turned its cancellation into an error timed out all the same)
+            message = (
+                f"{self.provider} did not start within start_timeout ="
+                f" {self.timeouts.start_timeout:g} s (stage: {self.stages.current})"
+            )
+        elif isinstance(failure, SubagentError):
+            if failure.code != "START_FAILED":
+                raise failure
+            message = failure.message
+        else:
+            assert failure is not None
+            message = self._describe(failure)
+        raise StartFailed(self._with_details(message)) from failure
+
+    async def _publish(self) -> SubagentRun:
+        handle = RunHandle(
+            self.run_id(),
+            provider=self.provider,
+            dispose=self._dispose,
+            label=self.request.label,
+            on_progress_wanted=self.on_progress_wanted,
+        )
+        try:
+            driver = self.request.parent.ctx.spawn(self._drive)
+        except BaseException:  # the context is not open (any more)
+            await self._close_shielded()
+            raise
+        self.handle = handle
+        self.published = True
+        self._driver = driver
+        driver.add_done_callback(self._driver_done)
+        return handle.run
+
+    async def _drive(self) -> None:
+        result: SubagentResult | None = None
+        try:
+            result = await self._produce()
+        except Exception as exc:  # a hook (partial_output, usage...) failed
+            _log.warning("%s: the run failed in the kit", self.provider, exc_info=True)
+            result = self._failed(self._describe(exc))
+        finally:
+            if result is None:  # cancelled (the context is closing)
+                result = self._aborted(self.stop.reason or "the run was cancelled")
+            await self._finish(result)
+
+    def _driver_done(self, driver: asyncio.Task[None]) -> None:
+        """A driver cancelled before its first step never ran its own cleanup."""
+        handle = self.handle
+        if handle is None or handle.settled or self._finishing is not None:
+            return
+        self._finishing = driver.get_loop().create_task(
+            self._finish(self._aborted(self.stop.reason or "the run was cancelled")),
+            name=f"finish {self.provider} run",
+        )
+
+    async def _finish(self, result: SubagentResult) -> None:
+        """Settle, close, and stop the turn task. Only a failure waits for the teardown
+        (its diagnostic gets :meth:`details`, the child's last words, read after
+        :meth:`close`); every other outcome is the caller's at once."""
+        handle = self.handle
+        assert handle is not None
+        if result.stop_reason != "error":
+            handle.settle(result)
+        try:
+            await self._close_shielded()
+            await self._stop_turn()
+        finally:
+            if result.stop_reason == "error" and result.diagnostic is not None:
+                result = replace(result, diagnostic=self._with_details(result.diagnostic))
+            handle.settle(result)
+            self._unlink()
+
+    async def _produce(self) -> SubagentResult:
+        stop = self.stop
+        if stop.aborted:
+            return self._aborted(stop.reason)
+        self.stages.enter("turn")
+        loop = asyncio.get_running_loop()
+        turn = self._turn = loop.create_task(self.turn(), name=f"{self.provider} turn")
+        turn.add_done_callback(_retrieve)
+        stopped = loop.create_task(stop.wait())
+        limit = self.timeouts.turn_timeout
+        try:
+            done, _ = await asyncio.wait(
+                {turn, stopped}, timeout=limit, return_when=asyncio.FIRST_COMPLETED
+            )
+            if turn in done:
+                return self._turn_result(turn)
+            timed_out = not stop.aborted
+            sent = await self._request_cancel()
+            if sent and not turn.done():
+                await asyncio.wait({turn}, timeout=self.timeouts.cancel_grace)
+            if timed_out:
+                assert limit is not None
+                return self._failed(
+                    f"{self.provider} turn failed: no answer within turn_timeout = {limit:g} s"
+                    " (the child or its model server may be unresponsive; it was stopped)"
+                )
+            reason = stop.reason or "cancelled"
+            if not sent:
+                reason += f" ({self.provider} could not be asked to cancel; it was stopped)"
+            elif not turn.done():
+                reason += (
+                    f" ({self.provider} did not confirm the cancel within"
+                    f" {self.timeouts.cancel_grace:g} s and was stopped)"
+                )
+            return self._aborted(reason)
+        finally:
+            stopped.cancel()
+            if not turn.done():
+                turn.cancel()
+            # bounded: a turn that swallows its cancellation (awaiting a reply the child
+            # will never send) must not keep the teardown that would end it from running
+            await asyncio.wait({turn, stopped}, timeout=_TURN_EXIT_GRACE)
+
+    async def _stop_turn(self) -> None:
+        """After :meth:`close`: a turn still running gets cancelled again, and a bounded
+        wait (its child is gone, so whatever it awaited has ended)."""
+        turn = self._turn
+        if turn is None or turn.done():
+            return
+        turn.cancel()
+        await asyncio.wait({turn}, timeout=_TURN_EXIT_GRACE)
+        if not turn.done():
+            _log.warning("%s: the turn task ignores cancellation; leaving it", self.provider)
+
+    async def _request_cancel(self) -> bool:
+        self.stages.enter("cancel")
+        try:
+            with anyio.fail_after(max(self.timeouts.cancel_grace, 0.1)):
+                return bool(await self.cancel())
+        except Exception as exc:
+            _log.debug("%s: cancel request failed: %s", self.provider, exc)
+            return False
+
+    def _turn_result(self, turn: asyncio.Task[SubagentResult]) -> SubagentResult:
+        if turn.cancelled():  # nobody cancelled it: it cancelled itself
+            return self._failed(f"{self.provider} turn failed: the turn was cancelled from inside")
+        try:
+            result = turn.result()
+        except SubagentError as exc:
+            return self._failed(f"{self.provider} {self.stages.current} failed: {exc.message}")
+        except Exception as exc:
+            _log.debug("%s run failed", self.provider, exc_info=True)
+            return self._failed(self._describe(exc))
+        if not isinstance(result, SubagentResult):
+            return self._failed(
+                f"{self.provider} turn failed: the turn returned a {type(result).__name__},"
+                " not a SubagentResult"
+            )
+        return result
+
+    def _failed(self, diagnostic: str) -> SubagentResult:
+        return SubagentResult.failed(
+            redact_secrets(diagnostic), output=self._partial_output(), usage=self._usage()
+        )
+
+    def _aborted(self, reason: str | None) -> SubagentResult:
+        return SubagentResult.aborted(
+            reason or "cancelled", output=self._partial_output(), usage=self._usage()
+        )
+
+    def _partial_output(self) -> str:
+        try:
+            return self.partial_output()
+        except Exception:
+            _log.warning("%s: partial_output() failed", self.provider, exc_info=True)
+            return ""
+
+    def _usage(self) -> SubagentUsage:
+        try:
+            return self.usage()
+        except Exception:
+            _log.warning("%s: usage() failed", self.provider, exc_info=True)
+            return SubagentUsage.unknown()
+
+    def _describe(self, error: BaseException) -> str:
+        try:
+            return self.describe(error)
+        except Exception:
+            _log.warning("%s: describe() failed", self.provider, exc_info=True)
+            return self.stages.describe(error)
+
+    async def _dispose(self) -> None:
+        self.stop.abort("run disposed")
+        driver = self._driver
+        if driver is not None and not driver.done():
+            await asyncio.wait({driver})
+        finishing = self._finishing
+        if finishing is not None and not finishing.done():
+            await asyncio.wait({finishing})
+        if self.handle is not None and not self.handle.settled:
+            await self._finish(self._aborted(self.stop.reason))
+        closing = self._closing
+        if closing is not None and not closing.done():
+            # the driver was cancelled while closing: the run is quiescent only now
+            await asyncio.wait({closing})
+
+    async def _close_shielded(self) -> None:
+        """Run :meth:`close` once, in a task of its own, and wait for it.
+
+        A caller cancelled meanwhile (once, twice...) calls :meth:`kill_now` at once,
+        still waits (at most ``_CLOSE_AFTER_KILL`` s more) for :meth:`close` to finish,
+        then gets its cancellation: whoever awaited this knows the run is quiescent."""
+        task = self._closing
+        if task is None:
+            task = self._closing = asyncio.get_running_loop().create_task(
+                self._close_once(), name=f"close {self.provider} run"
+            )
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self._kill_now()
+                await _wait_ignoring_cancellation(task, _CLOSE_AFTER_KILL)
+            raise
+
+    async def _close_once(self) -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.close()
+        except BaseException as exc:
+            _log.warning(
+                "%s: closing the run failed (%r); killing what is left", self.provider, exc
+            )
+            self._kill_now()
+            if not isinstance(exc, Exception):
+                raise
+
+    def _kill_now(self) -> None:
+        try:
+            self.kill_now()
+        except Exception:
+            _log.warning("%s: kill_now() failed", self.provider, exc_info=True)
+
+    def _with_details(self, message: str) -> str:
+        try:
+            extra = self.details()
+        except Exception:
+            _log.debug("%s: details() failed", self.provider, exc_info=True)
+            extra = ""
+        return f"{message}\n{extra}" if extra else message
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a turn's outcome retrieved (a turn that failed after it was cancelled)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _stray_cancellation(error: BaseException) -> bool:
+    """True for a CancelledError while nobody is cancelling this task: open()'s own
+    (a future it awaited was cancelled), a failure of the start, not the caller's."""
+    if not isinstance(error, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
+
+
+async def _wait_ignoring_cancellation(task: asyncio.Task[None], timeout: float) -> None:
+    """Wait up to ``timeout`` s for ``task``, through anyio scopes' and native
+    cancellations alike (the caller re-raises its cancellation afterwards)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    with anyio.CancelScope(shield=True):
+        while not task.done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                _log.warning("closing a remote run took more than %g s after kill_now", timeout)
+                return
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({task}, timeout=remaining)

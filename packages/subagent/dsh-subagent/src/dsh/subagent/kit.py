@@ -1,0 +1,39 @@
+"""The provider kit: what a transport's author builds a provider from.
+
+* :class:`RemoteRun` — the lifecycle of a child outside this process (open,
+  publish, turn, cancel, teardown, settle once); a transport writes the hooks.
+* :class:`RemoteTimeouts` — ``start_timeout`` / ``turn_timeout`` / ``cancel_grace``,
+  the same names for every provider (subclass it for your config).
+* :class:`Stages` — name the stage a failure happened in.
+* :func:`cap_diagnostic`, :func:`redact_secrets`, :func:`clean_text` — safe diagnostics.
+* :func:`effective_max_depth` — the depth limit a child of a parent runs under;
+  :class:`Lineage` — depth and limit carried to a child in another process.
+
+Processes (spawning in a process group, teardown, environment scrubbing) are in
+the ``dsh-subprocess`` distribution (:mod:`dsh.subprocess`).
+"""
+
+from dsh.subagent._diagnostics import (
+    DIAGNOSTIC_LIMIT,
+    TRUNCATION_SUFFIX,
+    cap_diagnostic,
+    clean_text,
+    redact_secrets,
+)
+from dsh.subagent._lineage import Lineage
+from dsh.subagent._remote import DEFAULT_TURN_TIMEOUT, RemoteRun, RemoteTimeouts, Stages
+from dsh.subagent._validation import effective_max_depth
+
+__all__ = [
+    "DEFAULT_TURN_TIMEOUT",
+    "DIAGNOSTIC_LIMIT",
+    "TRUNCATION_SUFFIX",
+    "Lineage",
+    "RemoteRun",
+    "RemoteTimeouts",
+    "Stages",
+    "cap_diagnostic",
+    "clean_text",
+    "effective_max_depth",
+    "redact_secrets",
+]

@@ -1,0 +1,67 @@
+"""The configuration every subprocess provider shares, with the same field names."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field, field_validator
+
+from dsh.subagent.kit import RemoteTimeouts
+from dsh.subprocess._env import check_env_name
+
+__all__ = ["SubprocessConfig"]
+
+
+class SubprocessConfig(RemoteTimeouts):
+    """Config fields of a provider whose child is a local process (acp, codex,
+    claude-code): subclass it and add the transport's own fields.
+
+    ``start_timeout``, ``turn_timeout`` and ``cancel_grace`` come from
+    :class:`~dsh.subagent.kit.RemoteTimeouts`.
+    """
+
+    command: str = Field(..., min_length=1)
+    """The executable (looked up on the child's ``PATH``)."""
+    args: list[str] = []
+    """Arguments after ``command``."""
+    cwd: str | None = None
+    """Absolute directory the child runs in. Unset: the parent session's cwd."""
+    env: dict[str, str] = {}
+    """Variables set on top of the credential-scrubbed environment. Secrets belong in
+    ``passthrough_env``, not here: a preset is not a place for keys."""
+    passthrough_env: list[str] = []
+    """Names of variables the child inherits from this process as they are
+    (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``...)."""
+    eof_grace: float = Field(2.0, ge=0)
+    """Teardown: seconds the child gets to exit after its stdin closes, before SIGTERM."""
+    term_grace: float = Field(2.0, ge=0)
+    """Teardown: seconds the child's process group gets after SIGTERM, before SIGKILL."""
+
+    @field_validator("cwd")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        expanded = os.path.expanduser(value)
+        if not os.path.isabs(expanded):
+            raise ValueError(f"cwd must be an absolute path, got {value!r}")
+        return expanded
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            check_env_name(name)
+        return value
+
+    @field_validator("passthrough_env")
+    @classmethod
+    def _passthrough_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_env_name(name)
+        return value
+
+    @property
+    def argv(self) -> list[str]:
+        """``[command, *args]``."""
+        return [self.command, *self.args]

@@ -545,6 +545,7 @@ def test_timeouts_come_from_the_kit() -> None:
     assert config.start_timeout == 60
     assert config.cancel_grace == 0.5  # codex ends an interrupted turn in 3-105 ms
     assert CodexConfig(turn_timeout=None).turn_timeout is None
+    assert CodexConfig(turn_timeout=0).turn_timeout is None  # TOML has no null: 0 = no limit
 
 
 def test_toml_values() -> None:
@@ -568,7 +569,7 @@ def test_toml_values() -> None:
         ({"command": ""}, "at least 1 character"),
         ({"startup_timeout": 30}, "startup_timeout was renamed start_timeout"),
         ({"permission_mode": "yolo"}, "permission_mode"),
-        ({"turn_timeout": 0}, "greater than 0"),
+        ({"turn_timeout": -1}, "greater than 0"),
         ({"config_overrides": {"a b": 1}}, "not a dotted TOML key"),
         ({"config_overrides": {"x": None}}, "TOML cannot hold"),
         ({"unknown": 1}, "Extra inputs are not permitted"),

@@ -86,9 +86,7 @@ class Probe(RemoteRun):
         self.calls.append("open")
         if self.process:
             self.stages.enter("spawn")
-            self.proc = await asyncio.create_subprocess_exec(
-                "sleep", "30", start_new_session=True
-            )
+            self.proc = await asyncio.create_subprocess_exec("sleep", "30", start_new_session=True)
         self.stages.enter("handshake")
         if self.on_open is not None:
             await self.on_open(self)
@@ -298,7 +296,7 @@ async def test_a_cancelled_error_of_opens_own_is_a_start_failure(parent: Agent) 
         await future
 
     probe = Probe(request(parent), on_open=stray, process=True)
-    with pytest.raises(StartFailed, match="^probe handshake failed: CancelledError$"):
+    with pytest.raises(StartFailed, match=r"^probe handshake failed: CancelledError$"):
         await probe.launch()
     assert probe.close_finished == 1
     assert not alive(probe.pid)
@@ -355,7 +353,9 @@ async def test_kit_diagnostics_are_redacted(parent: Agent) -> None:
     run = await Probe(request(parent), on_turn=leaks).launch()
     async with run:
         result, _ = await settled_within(run, 2)
-    assert result.diagnostic == "probe turn failed: 401 for https://api.example/v1?api_key=[redacted]"
+    assert (
+        result.diagnostic == "probe turn failed: 401 for https://api.example/v1?api_key=[redacted]"
+    )
 
 
 async def test_a_turn_that_returns_garbage_or_cancels_itself_is_an_error(parent: Agent) -> None:
@@ -397,7 +397,9 @@ async def test_a_cancel_that_could_not_be_sent_does_not_wait_the_grace(parent: A
     signal.abort("parent cancelled")
     result, took = await settled_within(run, 4)
     assert result.stop_reason == "aborted"
-    assert result.diagnostic == "parent cancelled (probe could not be asked to cancel; it was stopped)"
+    assert result.diagnostic == (
+        "parent cancelled (probe could not be asked to cancel; it was stopped)"
+    )
     assert took < 1.0  # well under cancel_grace
     await run.dispose()
     assert not alive(probe.pid)
@@ -440,7 +442,9 @@ async def test_a_sent_cancel_waits_for_the_turn_up_to_the_grace(parent: Agent) -
     await asyncio.sleep(0.05)
     signal.abort("stop")
     result, took = await settled_within(run, 4)
-    assert result.diagnostic == "stop (probe did not confirm the cancel within 0.4 s and was stopped)"
+    assert result.diagnostic == (
+        "stop (probe did not confirm the cancel within 0.4 s and was stopped)"
+    )
     assert 0.4 <= took < 1.4
     await run.dispose()
 

@@ -68,9 +68,7 @@ async def test_200_concurrent_starts_and_teardowns_keep_the_loop_responsive() ->
     children: list[ChildProcess] = []
 
     async def start_one() -> ChildProcess:
-        child = await ChildProcess.start(
-            ["sleep", "30"], env=scrubbed_env(), cwd="/", tag=RunTag()
-        )
+        child = await ChildProcess.start(["sleep", "30"], env=scrubbed_env(), cwd="/", tag=RunTag())
         children.append(child)
         return child
 

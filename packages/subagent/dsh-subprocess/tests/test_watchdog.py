@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from dsh.subprocess import TAG_VARIABLE, watchdog
+from dsh.subprocess import TAG_VARIABLE, ChildProcess, RunTag, scrubbed_env, watchdog
+from dsh.subprocess._supervisor import Watchdog
 from dsh.testing.processes import alive, wait_until_gone
 
 pytestmark = pytest.mark.timeout(30)
@@ -108,8 +110,8 @@ def test_startup_sweep_takes_down_a_tree_whose_owner_and_watchdog_died(
     os.kill(owner.watchdog, signal.SIGKILL)
     wait_until_gone([owner.watchdog], within=2.0)
     owner.kill()
-    time.sleep(0.1)
-    assert all(alive(pid) for pid in tree)  # orphaned: the watchdog was gone
+    # The tree is orphaned now: nothing watches it. (No "still alive" check here: any
+    # dsh process starting its watchdog on this machine meanwhile sweeps it, rightly.)
     started = time.monotonic()
     sweeper = Owner("--idle")
     owners.append(sweeper)
@@ -139,3 +141,41 @@ def test_startup_sweep_judges_owners_by_pid_and_start_time(owners: list[Owner]) 
         for process in processes:
             process.kill()
             process.wait()
+
+
+@pytest.mark.anyio
+async def test_a_watchdog_started_again_knows_the_groups_of_the_one_that_died() -> None:
+    """Someone SIGKILLs this process's watchdog; the next start brings up a new one, which
+    must also guard the children registered with the old one (their groups)."""
+    dog = watchdog()
+    first = await ChildProcess.start(["sleep", "30"], env=scrubbed_env(), cwd="/")
+    old = dog.pid
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    await anyio.to_thread.run_sync(wait_until_gone, [old], 2.0)
+    second = await ChildProcess.start(["sleep", "30"], env=scrubbed_env(), cwd="/")
+    new = dog.pid
+    assert new is not None
+    assert new != old
+    try:
+        dog.close()  # as at exit: the watchdog kills every group it knows
+        await anyio.to_thread.run_sync(wait_until_gone, [first.pid, second.pid, new], 2.0)
+    finally:
+        for child in (first, second):
+            child.kill_tree()
+            await child.terminate(eof_grace=0, term_grace=0)
+
+
+@pytest.mark.anyio
+async def test_sweep_later_without_a_watchdog_sweeps_in_a_thread() -> None:
+    tag = RunTag()
+    child = await ChildProcess.start(
+        [PY, "-c", "import time; print(1, flush=True); time.sleep(60)"],
+        env=scrubbed_env(),
+        cwd="/",
+        tag=tag,
+    )
+    await child.stdout.readline()
+    Watchdog().sweep_later(tag.element)  # a client whose watchdog never started
+    await anyio.to_thread.run_sync(wait_until_gone, [child.pid], 2.0)
+    assert await child.terminate() == "exited"

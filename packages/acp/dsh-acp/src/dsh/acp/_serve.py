@@ -21,6 +21,7 @@ async def serve(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     on_cancel_request: CancelRequestHandler | None = None,
     at_end_of_input: Callable[[], Awaitable[None]] | None = None,
+    on_message: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     """Serve ``agent`` (an ``acp.Agent``) until the client's input ends.
 
@@ -28,10 +29,16 @@ async def serve(
     (``session/close``...) are routed to the agent. At end of input
     ``at_end_of_input()`` runs while the connection is still open (cancel the
     running turns, or let requests already received finish); then the connection
-    closes, cancelling whatever request is still running.
+    closes, cancelling whatever request is still running. ``on_message`` sees every
+    well-formed incoming message first (raw JSON, before the ``acp`` models drop
+    what they do not know).
     """
     transport = StrictAgentTransport(
-        reader, writer, max_line_bytes=max_line_bytes, on_cancel_request=on_cancel_request
+        reader,
+        writer,
+        max_line_bytes=max_line_bytes,
+        on_cancel_request=on_cancel_request,
+        on_message=on_message,
     )
     conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
     try:
@@ -42,9 +49,14 @@ async def serve(
         await conn.close()
 
 
-async def serve_stdio(agent: Any, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+async def serve_stdio(
+    agent: Any,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    on_message: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
     """:func:`serve` on this process's stdin and stdout."""
     from acp.stdio import stdio_streams
 
     reader, writer = await stdio_streams()
-    await serve(agent, reader, writer, max_line_bytes=max_line_bytes)
+    await serve(agent, reader, writer, max_line_bytes=max_line_bytes, on_message=on_message)

@@ -43,8 +43,10 @@ class StrictAgentTransport:
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         on_cancel_request: CancelRequestHandler | None = None,
+        on_message: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self._lines = LineReader(reader, max_line_bytes)
+        self._on_message = on_message
         self._writer = writer
         self._lock = asyncio.Lock()
         self._in_flight: dict[Any, tuple[str, Any]] = {}
@@ -84,6 +86,8 @@ class StrictAgentTransport:
             if frame.kind == "notification" and message["method"] == "$/cancel_request":
                 self._cancel_request(message.get("params"))
                 continue
+            if self._on_message is not None:
+                self._on_message(message)
             if frame.kind == "request" and len(self._in_flight) < _MAX_TRACKED:
                 self._in_flight[_key(message["id"])] = (message["method"], message.get("params"))
             return message

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ from acp import (
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
+    AllowedOutcome,
     ClientCapabilities,
     CloseSessionResponse,
     EmbeddedResourceContentBlock,
@@ -54,6 +55,7 @@ from acp.schema import (
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
+    PermissionOption,
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
@@ -64,6 +66,7 @@ from acp.schema import (
     TextResourceContents,
     ToolCallProgress,
     ToolCallStart,
+    ToolCallUpdate,
     Usage,
     UsageUpdate,
     UserMessageChunk,
@@ -71,7 +74,17 @@ from acp.schema import (
 
 from dsh.acp import AcpAgentBase, McpServer, PromptBlock
 from dsh.core import Agent as DshAgent
-from dsh.core import BusEvent, Context, Disposer, Event, SessionError, TurnOutcome, text_of
+from dsh.core import (
+    BusEvent,
+    Context,
+    Disposer,
+    Event,
+    PermissionDecision,
+    PermissionRequest,
+    SessionError,
+    TurnOutcome,
+    text_of,
+)
 from dsh.subagent import SubagentProgress, SubagentUsage
 from dsh.subagent.kit import Lineage
 
@@ -105,6 +118,8 @@ class _Session:
     last_used: float = field(default_factory=time.monotonic)
     nested_usage: SubagentUsage = field(default_factory=lambda: SubagentUsage())
     nested_runs: int = 0
+    closers: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
+    """What to undo when the session goes: its approver, its MCP servers."""
 
 
 class DshAcpAgent(AcpAgentBase):
@@ -178,10 +193,6 @@ class DshAcpAgent(AcpAgentBase):
         ctx = self._context()
         _check_cwd(cwd)
         lineage = _lineage(kwargs)
-        if mcp_servers:
-            _log.warning(
-                "dsh acp does not connect to MCP servers yet; ignoring %d", len(mcp_servers)
-            )
         meta: dict[str, Any] = {"cwd": cwd, "origin": "acp"}
         if lineage is not None:
             refusal = lineage.deeper_than_allowed()
@@ -193,8 +204,26 @@ class DshAcpAgent(AcpAgentBase):
             agent = ctx.agents.create(meta=meta)
         except Exception as exc:
             raise _not_configured(exc) from None
-        self._attach(agent)
+        session = self._attach(agent)
+        if mcp_servers:
+            try:
+                await self._attach_mcp(session, mcp_servers)
+            except BaseException:
+                await self._close(agent.id, "its MCP servers could not start")
+                raise
         return NewSessionResponse(session_id=agent.id)
+
+    async def _attach_mcp(self, session: _Session, servers: list[McpServer]) -> None:
+        """Connect the MCP servers the client sent, for this session's agent only; they
+        stop when the session does (the ACP spec: agents MUST support stdio servers)."""
+        from dsh.tool_mcp import McpError, attach_servers, servers_from_acp
+
+        raw = [server.model_dump(by_alias=True, exclude_none=True) for server in servers]
+        try:
+            attached = await attach_servers(session.agent, servers_from_acp(raw))
+        except McpError as exc:
+            raise RequestError.invalid_params({"details": str(exc)}) from None
+        session.closers.append(attached.aclose)
 
     async def load_session(
         self,
@@ -261,8 +290,11 @@ class DshAcpAgent(AcpAgentBase):
         session.nested_usage = SubagentUsage()
         session.nested_runs = 0
         try:
-            agent.followup(blocks)
-            await agent.when_idle()
+            # continue the caller's trace: W3C traceparent/tracestate from _meta (the acp
+            # library spreads _meta keys into kwargs); a no-op unless a tracer is installed
+            with agent.ctx.tracing.continue_from(kwargs):
+                agent.followup(blocks)
+                await agent.when_idle()
         except BaseException:
             agent.cancel("the ACP client went away")
             raise
@@ -312,7 +344,43 @@ class DshAcpAgent(AcpAgentBase):
 
         session.unobserve = agent.observe(observe)
         session.pump = self._ctx.spawn(self._pump, agent.id, session)
+        session.closers.append(
+            self._ctx.permissions.set_approver(self._approver(agent.id), agent=agent)
+        )
         return session
+
+    def _approver(self, session_id: str) -> Any:
+        """Answers ``ask`` permissions of this session's agent (and its in-process
+        children) by asking the ACP client (``session/request_permission``)."""
+
+        async def ask(request: PermissionRequest) -> PermissionDecision:
+            kind = request.kind if request.kind in _TOOL_KINDS else "other"
+            try:
+                response = await self._conn.request_permission(
+                    session_id,
+                    ToolCallUpdate(
+                        tool_call_id=request.call_id,
+                        title=request.title,
+                        kind=kind,
+                        raw_input=dict(request.arguments) if request.arguments else None,
+                    ),
+                    _PERMISSION_OPTIONS,
+                )
+            except Exception as exc:  # the client cannot answer: fail closed
+                return PermissionDecision(
+                    False, f"the ACP client could not be asked for permission ({exc})"
+                )
+            outcome = response.outcome
+            if isinstance(outcome, AllowedOutcome):
+                if outcome.option_id == "allow_always":
+                    return PermissionDecision(True, always=True)
+                if outcome.option_id == "allow_once":
+                    return PermissionDecision(True)
+            return PermissionDecision(
+                False, f"the user did not allow {request.title} (ACP client answer)"
+            )
+
+        return ask
 
     async def _pump(self, session_id: str, session: _Session) -> None:
         """Send a session's updates one by one, in order."""
@@ -355,6 +423,7 @@ class DshAcpAgent(AcpAgentBase):
             return
         self._forget(session)
         await session.agent.aclose(cause)
+        await _run_closers(session)
 
     def _forget(self, session: _Session) -> None:
         self._sessions.pop(session.agent.id, None)
@@ -364,10 +433,17 @@ class DshAcpAgent(AcpAgentBase):
             session.pump.cancel()
         for run_id in [r for r, (s, _) in self._run_paths.items() if s is session]:
             del self._run_paths[run_id]
-        if not session.agent.running:
+        if not session.agent.running and not session.closers:
             session.agent.close_now()
         else:
             session.agent.cancel("the session was closed")
+            assert self._ctx is not None
+            self._ctx.spawn(self._finish_forgotten, session)
+
+    async def _finish_forgotten(self, session: _Session) -> None:
+        """An evicted session's agent and MCP servers, closed in the background."""
+        await session.agent.aclose("the session was closed")
+        await _run_closers(session)
 
     async def aclose(self) -> None:
         """Stop every session's pump and observer, and the idle reaper."""
@@ -385,6 +461,8 @@ class DshAcpAgent(AcpAgentBase):
             tasks.append(self._reaper)
         if tasks:
             await asyncio.wait(tasks)
+        for session in self._sessions.values():
+            await _run_closers(session)
         self._sessions.clear()
 
     # -- nested delegations as updates ------------------------------------------------
@@ -457,6 +535,27 @@ class DshAcpAgent(AcpAgentBase):
         )
         update.field_meta = {"dsh": {"progress": item.to_json()}}
         session.updates.put_nowait(update)
+
+
+async def _run_closers(session: _Session) -> None:
+    closers, session.closers = session.closers, []
+    for closer in reversed(closers):
+        try:
+            outcome = closer()
+            if outcome is not None:
+                await outcome
+        except Exception:
+            _log.exception("closing part of session %s failed", session.agent.id)
+
+
+_TOOL_KINDS = frozenset(
+    ("read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other")
+)
+_PERMISSION_OPTIONS = [
+    PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+    PermissionOption(option_id="allow_always", name="Always allow", kind="allow_always"),
+    PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+]
 
 
 def _run_call_id(run_id: str) -> str:

@@ -1,22 +1,24 @@
 """``dsh demo``: the main job, offline.
 
 A lead agent on the scripted model first has an ordinary turn, then delegates
-through the ``subagent`` (spawn) and ``subagent_fork`` tools in parallel. The
-demo prints the delegation tree (from the runtime's ``subagent/start`` and
-``subagent/end`` events) and every result.
+through the ``subagent`` (spawn) and ``subagent_fork`` tools in parallel. The demo
+shows the run with the same view as ``dsh run``: on a terminal the lead's text
+streams above a live delegation tree; otherwise plain lines and the finished tree
+(all on stdout: the demo's output is the show); ``--json`` for JSON lines.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
-from dataclasses import dataclass, field
-from typing import Any
+import sys
 
 import anyio
 
+from dsh.cli._interrupt import Interrupt
 from dsh.cli._presets import shipped_preset
-from dsh.core import BusEvent, Context, last_output
+from dsh.cli._view import RunView
+from dsh.cli._watch import choose_view, summarize, watch
+from dsh.core import Context
 
 __all__ = ["demo_command"]
 
@@ -24,79 +26,38 @@ FIRST_TASK = "Remember: the release is called Aurora and ships on Friday."
 SECOND_TASK = "Prepare the Aurora release."
 
 
-@dataclass
-class _Node:
-    run_id: str
-    provider: str
-    label: str | None
-    parent: str
-    started: float
-    stop_reason: str | None = None
-    elapsed_ms: float | None = None
-    children: list[_Node] = field(default_factory=list)
-
-
 def demo_command(args: argparse.Namespace) -> int:
-    """Run the demo; exit status 0 when every delegation completed."""
-    return anyio.run(_demo, args.sessions_dir)
+    """Run the demo; exit status 0 when every delegation completed, 130 on Ctrl-C."""
+    view = choose_view(json_lines=getattr(args, "json", False), demo=True)
+    try:
+        return anyio.run(_demo, args.sessions_dir, view)
+    finally:
+        view.close()
 
 
-async def _demo(sessions_dir: str | None) -> int:
+async def _demo(sessions_dir: str | None, view: RunView) -> int:
     preset = shipped_preset("demo")
-    nodes: dict[str, _Node] = {}
-
-    def on_start(event: BusEvent) -> None:
-        data = event.data
-        nodes[data["run_id"]] = _Node(
-            data["run_id"],
-            data["provider"],
-            data["label"],
-            data["parent_agent"],
-            time.perf_counter(),
-        )
-
-    def on_end(event: BusEvent) -> None:
-        node = nodes.get(event.data["run_id"])
-        if node is not None:
-            node.stop_reason = event.data["stop_reason"]
-            node.elapsed_ms = (time.perf_counter() - node.started) * 1000
-
-    print("dsh demo: offline, scripted model, real delegation through ctx.subagents\n")
+    interrupt = Interrupt()
+    view.say("dsh demo: offline, scripted model, real delegation through ctx.subagents\n")
     async with Context.open(preset, sessions_dir=sessions_dir) as ctx:
-        ctx.events.on("subagent/start", on_start)
-        ctx.events.on("subagent/end", on_end)
         lead = ctx.agents.create(label="lead")
-        outputs: dict[str, str] = {}
-
-        def keep_output(event: Any) -> None:
-            if event.type == "tool/result":
-                outputs[event.data["data"]["run_id"]] = event.data["content"][0]["text"]
-
-        lead.observe(keep_output)
-        print(f"user → lead: {FIRST_TASK}")
-        await lead.run(FIRST_TASK)
-        print(f"lead: {last_output(lead.session.events)}\n")
-        print(f"user → lead: {SECOND_TASK}")
-        outcome = await lead.run(SECOND_TASK)
-
-        print("\ndelegation tree:")
-        print(f"lead (session {lead.id[:8]}, depth 0)")
-        roots = [n for n in nodes.values() if n.parent == lead.id]
-        for index, node in enumerate(roots):
-            last = index == len(roots) - 1
-            branch, indent = ("└─ ", "   ") if last else ("├─ ", "│  ")
-            timing = f"{node.elapsed_ms:.1f} ms" if node.elapsed_ms is not None else "?"
-            print(
-                f'{branch}[{node.provider}] "{node.label}" (session {node.run_id[:8]}, depth 1)'
-                f" → {node.stop_reason} in {timing}"
-            )
-            for line in outputs.get(node.run_id, "").splitlines():
-                print(f"{indent}   {line}")
-        print(f"\nlead's answer ({outcome.stop_reason}):")
-        print(last_output(lead.session.events))
+        unwatch = watch(ctx, lead, view)
+        with anyio.CancelScope() as scope, interrupt.catching(scope):
+            view.say(f"user → lead: {FIRST_TASK}")
+            await lead.run(FIRST_TASK)
+            view.say(f"\nuser → lead: {SECOND_TASK}")
+            outcome = await lead.run(SECOND_TASK)
+        if interrupt.signal is not None:
+            view.interrupted()
+            unwatch()
+            view.close()
+            print("dsh: interrupted", file=sys.stderr)
+            return interrupt.exit_status
+        view.finish(summarize(ctx, lead, outcome))
+        unwatch()
+        view.close()
+        nodes = list(view.tree.walk())
         if sessions_dir:
-            print(f"\nsessions written to {sessions_dir} (one JSONL file per agent)")
-        ok = outcome.stop_reason == "completed" and all(
-            n.stop_reason == "completed" for n in nodes.values()
-        )
+            view.say(f"\nsessions written to {sessions_dir} (one JSONL file per agent)")
+        ok = outcome.stop_reason == "completed" and all(n.stop_reason == "completed" for n in nodes)
         return 0 if ok and len(nodes) == 2 else 1

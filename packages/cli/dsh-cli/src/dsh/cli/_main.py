@@ -1,5 +1,6 @@
 """Argument parsing and dispatch. Subcommands import what they need lazily, so
-``dsh acp`` starts fast."""
+``dsh acp`` starts fast; commands of other packages (``dsh.commands`` entry points)
+are imported only when named, or for ``dsh --help``."""
 
 from __future__ import annotations
 
@@ -7,26 +8,28 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-__all__ = ["build_parser", "main"]
+from dsh.cli._commands import LoadedCommand, discover, load
+
+__all__ = ["BUILTIN_COMMANDS", "build_parser", "main"]
+
+BUILTIN_COMMANDS = {"run", "demo", "acp", "presets", "init"}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``dsh`` argument parser."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``dsh`` argument parser (with the ``dsh.commands`` subcommands that ``argv``
+    needs: the one it names, or all of them when it names none)."""
     parser = argparse.ArgumentParser(
-        prog="dsh", description="dsh: agents that delegate to subagents."
+        prog="dsh",
+        description="dsh: agents that delegate to subagents.",
+        epilog="Exit status: 0 done, 1 the agent's turn did not complete, 2 usage or"
+        " configuration error, 130 interrupted (Ctrl-C). See docs/cli.md.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run an agent from a preset on one task and print its output")
-    run.add_argument("task", help="what the agent should do")
-    run.add_argument(
-        "--preset",
-        metavar="FILE",
-        help="preset TOML (default: ./dsh.toml, else the standard preset)",
+    run = sub.add_parser(
+        "run", help="run an agent on one task: live delegation tree, answer, usage"
     )
-    run.add_argument("--cwd", metavar="DIR", help="working directory recorded for the agent")
-    run.add_argument("--sessions-dir", metavar="DIR", help="persist sessions as JSONL here")
-    run.add_argument("-v", "--verbose", action="store_true", help="print the session's events")
+    add_run_arguments(run)
 
     demo = sub.add_parser(
         "demo", help="offline demo: a scripted parent delegates to spawn and fork children"
@@ -34,9 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--sessions-dir", metavar="DIR", help="persist the demo's sessions as JSONL here"
     )
+    demo.add_argument(
+        "--json", action="store_true", help="write every event as one JSON object per line"
+    )
 
     acp = sub.add_parser("acp", help="serve an agent over the Agent Client Protocol on stdio")
-    acp.add_argument("--preset", metavar="FILE", help="preset TOML for the served agent")
+    acp.add_argument(
+        "--preset", metavar="FILE|NAME", help="preset file or named preset for the served agent"
+    )
     acp.add_argument(
         "--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)"
     )
@@ -62,8 +70,83 @@ def build_parser() -> argparse.ArgumentParser:
         help="close sessions idle this long (default 1800)",
     )
 
-    sub.add_parser("presets", help="list the presets shipped with dsh")
+    presets = sub.add_parser("presets", help="list the named presets, or show one")
+    actions = presets.add_subparsers(dest="presets_action", metavar="ACTION")
+    actions.add_parser("list", help="list the named presets (the default)")
+    show = actions.add_parser("show", help="print a named preset's TOML")
+    show.add_argument("name", help="the preset's name (see dsh presets)")
+
+    init = sub.add_parser("init", help="write a commented dsh.toml to start from")
+    init.add_argument(
+        "path", nargs="?", default="dsh.toml", help="where to write it (default: ./dsh.toml)"
+    )
+
+    for loaded in _external_commands(argv):
+        help_text = loaded.command.help if loaded.command else f"(unavailable: {loaded.problem})"
+        command_parser = sub.add_parser(loaded.name, help=help_text)
+        command_parser.set_defaults(_external=loaded)
+        if loaded.command is not None:
+            try:
+                loaded.command.add_arguments(command_parser)
+            except Exception as exc:
+                command_parser.set_defaults(
+                    _external=LoadedCommand(
+                        loaded.name,
+                        loaded.source,
+                        None,
+                        f"add_arguments failed: {type(exc).__name__}: {exc}",
+                    )
+                )
     return parser
+
+
+def add_run_arguments(run: argparse.ArgumentParser) -> None:
+    """The options of ``dsh run``."""
+    run.add_argument("task", help="what the agent should do")
+    run.add_argument(
+        "--preset",
+        metavar="FILE|NAME",
+        help="preset file, or a named preset such as 'standard' (default: dsh.toml in the"
+        " working directory, else the standard preset)",
+    )
+    run.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="the agent's working directory (file and shell tools are confined to it);"
+        " default: the current directory",
+    )
+    run.add_argument("--sessions-dir", metavar="DIR", help="persist sessions as JSONL here")
+    run.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="allow every tool without asking (scripts, CI)",
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="write every event as one JSON object per line on stdout (for scripts)",
+    )
+    run.add_argument(
+        "--detach",
+        action="store_true",
+        help="when the turn ends, kill background jobs still running (and say which)"
+        " instead of waiting for them",
+    )
+    run.add_argument("-v", "--verbose", action="store_true", help="print the session's events")
+
+
+def _external_commands(argv: Sequence[str] | None) -> list[LoadedCommand]:
+    points = discover(BUILTIN_COMMANDS)
+    if not points:
+        return []
+    words = list(sys.argv[1:] if argv is None else argv)
+    named = next((word for word in words if not word.startswith("-")), None)
+    if named in BUILTIN_COMMANDS:
+        return []
+    if named is not None and named in points:
+        return [load(points[named])]
+    return [load(point) for point in points.values()]
 
 
 def _positive_int(text: str) -> int:
@@ -88,7 +171,19 @@ def _positive_float(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dsh`` command; returns the exit status."""
-    parser = build_parser()
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt:
+        print("dsh: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (dsh run ... | head): nothing more to say.
+        sys.stderr.close()
+        return 141
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command == "run":
         from dsh.cli._run import run_command
@@ -103,8 +198,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return acp_command(args)
     if args.command == "presets":
-        from dsh.cli._presets import list_presets_command
+        from dsh.cli._presets import presets_command
 
-        return list_presets_command()
+        return presets_command(args)
+    if args.command == "init":
+        from dsh.cli._init import init_command
+
+        return init_command(args)
+    external: LoadedCommand | None = getattr(args, "_external", None)
+    if external is not None:
+        if external.command is None:
+            print(f"dsh {external.name}: unavailable: {external.problem}", file=sys.stderr)
+            return 2
+        return int(external.command.run(args))
     parser.print_help(sys.stderr)
     return 2

@@ -1,45 +1,107 @@
-"""Finding presets: ``--preset FILE``, ``./dsh.toml``, or a preset shipped with dsh."""
+"""Finding presets: ``--preset FILE|NAME``, ``./dsh.toml``, or a named preset (the ones
+shipped with dsh, and any other package's, through the ``dsh.presets`` entry points);
+``dsh presets`` / ``dsh presets show NAME``."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from dsh.core import Preset, load_preset, parse_preset
+from dsh.core import Preset, PresetError, load_named_preset, load_preset, named_presets
 
-__all__ = ["list_presets_command", "resolve_preset", "shipped_preset", "shipped_presets"]
+__all__ = [
+    "DEMO",
+    "STANDARD",
+    "preset_text",
+    "presets_command",
+    "resolve_preset",
+    "shipped_preset",
+    "shipped_presets",
+]
+
+_FOLDER = resources.files("dsh.cli") / "presets"
+STANDARD: Traversable = _FOLDER / "standard.toml"
+"""The standard preset (entry point ``standard`` in ``dsh.presets``)."""
+DEMO: Traversable = _FOLDER / "demo.toml"
+"""The offline demo's preset (entry point ``demo`` in ``dsh.presets``)."""
 
 
 def shipped_presets() -> list[str]:
-    """Names of the presets in ``dsh/cli/presets/``."""
-    folder = resources.files("dsh.cli") / "presets"
-    return sorted(
-        p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
-    )
+    """Names of the presets shipped in ``dsh/cli/presets/``, and of any other installed
+    named preset."""
+    own = {p.name.removesuffix(".toml") for p in _FOLDER.iterdir() if p.name.endswith(".toml")}
+    return sorted(own | set(named_presets()))
+
+
+def preset_text(name: str) -> tuple[str, str]:
+    """The TOML text of the named preset ``name`` and where it is from."""
+    resource = _FOLDER / f"{name}.toml"
+    if resource.is_file():
+        return resource.read_text(encoding="utf-8"), f"<shipped preset {name}>"
+    if name in named_presets():
+        # Another package's preset: load it to find it, show its source text.
+        from importlib.metadata import entry_points
+
+        entry = next(ep for ep in entry_points(group="dsh.presets") if ep.name == name)
+        target = entry.load()
+        if isinstance(target, str | Path):
+            return Path(target).read_text(encoding="utf-8"), str(target)
+        return str(target.read_text(encoding="utf-8")), entry.value
+    raise PresetError(f'no preset named "{name}" (available: {", ".join(shipped_presets())})')
 
 
 def shipped_preset(name: str) -> Preset:
-    """Load the shipped preset called ``name`` (``standard``, ``demo``, ...)."""
-    resource = resources.files("dsh.cli") / "presets" / f"{name}.toml"
-    if not resource.is_file():
-        raise FileNotFoundError(
-            f"no shipped preset {name!r} (available: {', '.join(shipped_presets())})"
-        )
-    return parse_preset(resource.read_text(encoding="utf-8"), source=f"<shipped preset {name}>")
+    """Load the named preset ``name`` (``standard``, ``demo``, ...)."""
+    resource = _FOLDER / f"{name}.toml"
+    if resource.is_file():
+        from dsh.core import parse_preset
+
+        return parse_preset(resource.read_text(encoding="utf-8"), source=f"<shipped preset {name}>")
+    return load_named_preset(name)
 
 
-def resolve_preset(path: str | None) -> Preset:
-    """``path`` if given, else ``./dsh.toml`` if present, else the standard preset."""
-    if path is not None:
-        return load_preset(path)
-    local = Path("dsh.toml")
+def _looks_like_a_name(value: str) -> bool:
+    return not value.endswith(".toml") and "/" not in value and "\\" not in value
+
+
+def resolve_preset(value: str | None, cwd: Path | None = None) -> Preset:
+    """``--preset`` as given: an existing file, else a named preset; without one,
+    ``dsh.toml`` in ``cwd`` (default: the current directory) if present, else the
+    standard preset. Raises :class:`PresetError` saying what was looked for."""
+    if value is not None:
+        file = Path(value).expanduser()
+        if file.is_file():
+            return load_preset(file)
+        if _looks_like_a_name(value):
+            names = shipped_presets()
+            if value in names:
+                return shipped_preset(value)
+            raise PresetError(
+                f'no preset file "{value}" and no preset named "{value}"'
+                f" (named presets: {', '.join(names)})"
+            )
+        if file.exists():
+            raise PresetError(f"preset {value} is not a file")
+        raise PresetError(f"no preset file {value}")
+    local = (cwd or Path.cwd()) / "dsh.toml"
     if local.is_file():
         return load_preset(local)
     return shipped_preset("standard")
 
 
-def list_presets_command() -> int:
-    """``dsh presets``."""
+def presets_command(args: argparse.Namespace) -> int:
+    """``dsh presets [list]`` lists the named presets; ``dsh presets show NAME`` prints one."""
+    if getattr(args, "presets_action", None) == "show":
+        try:
+            text, _ = preset_text(args.name)
+        except PresetError as exc:
+            print(f"dsh presets: {exc}", file=sys.stderr)
+            return 2
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return 0
     for name in shipped_presets():
         print(name)
     return 0

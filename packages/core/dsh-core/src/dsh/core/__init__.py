@@ -5,11 +5,11 @@ with a scripted adapter, tools, jobs, the event bus and the abort signal.
 """
 
 from dsh.core._agent import Agent, AgentObserver, StopReason, TurnOutcome, last_output
-from dsh.core._agents import AgentRegistry, ConfigError
+from dsh.core._agents import AgentRegistry
 from dsh.core._content import Content, ContentBlock, as_blocks, text_block, text_of
 from dsh.core._context import Context
 from dsh.core._effects import AsyncDisposer, Disposer, EffectScope
-from dsh.core._errors import DshError
+from dsh.core._errors import ConfigError, DshError
 from dsh.core._events import ANY, BusEvent, EventBus
 from dsh.core._jobs import (
     MAX_RUNNING_PER_OWNER,
@@ -25,6 +25,7 @@ from dsh.core._llm import (
     LLMRuntime,
     ModelAdapter,
     ModelConfig,
+    ModelConfigError,
     ModelDone,
     ModelError,
     ModelRequest,
@@ -35,13 +36,23 @@ from dsh.core._llm import (
     ToolSpec,
     Usage,
 )
+from dsh.core._permissions import (
+    Approver,
+    PermissionDecision,
+    PermissionPolicy,
+    PermissionRequest,
+    Permissions,
+    PermissionsConfig,
+)
 from dsh.core._plugins import LoadedPlugin, NoConfig, Plugin, PluginError, PluginHost
 from dsh.core._presets import (
     AgentDefaults,
     PluginRow,
     Preset,
     PresetError,
+    load_named_preset,
     load_preset,
+    named_presets,
     parse_preset,
 )
 from dsh.core._prompt import PromptSections
@@ -72,11 +83,13 @@ from dsh.core._tools import (
     TurnBlocked,
     tool,
 )
+from dsh.core._tracing import NO_TRACING, TracedCall, Tracing, install_tracing
 from dsh.core._validation import validation_problems
 
 __all__ = [
     "ANY",
     "MAX_RUNNING_PER_OWNER",
+    "NO_TRACING",
     "AbortSignal",
     "Aborted",
     "Agent",
@@ -84,6 +97,7 @@ __all__ = [
     "AgentObserver",
     "AgentRegistry",
     "AgentTools",
+    "Approver",
     "AsyncDisposer",
     "BoundModel",
     "BusEvent",
@@ -106,12 +120,18 @@ __all__ = [
     "LoadedSession",
     "ModelAdapter",
     "ModelConfig",
+    "ModelConfigError",
     "ModelDone",
     "ModelError",
     "ModelRequest",
     "ModelStopReason",
     "ModelStreamEvent",
     "NoConfig",
+    "PermissionDecision",
+    "PermissionPolicy",
+    "PermissionRequest",
+    "Permissions",
+    "PermissionsConfig",
     "Plugin",
     "PluginError",
     "PluginHost",
@@ -138,13 +158,18 @@ __all__ = [
     "ToolSpec",
     "ToolView",
     "TornTail",
+    "TracedCall",
+    "Tracing",
     "TurnBlocked",
     "TurnOutcome",
     "Usage",
     "as_blocks",
     "describe_job",
+    "install_tracing",
     "last_output",
+    "load_named_preset",
     "load_preset",
+    "named_presets",
     "parse_preset",
     "text_block",
     "text_of",

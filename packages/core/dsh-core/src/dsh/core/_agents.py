@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dsh.core._agent import Agent
-from dsh.core._errors import DshError
+from dsh.core._errors import ConfigError
 from dsh.core._llm import BoundModel, ModelConfig
 from dsh.core._prompt import PromptSections
 from dsh.core._session import Event, Session, SessionError, SessionHeader, new_session_id
@@ -17,10 +17,6 @@ if TYPE_CHECKING:
     from dsh.core._context import Context
 
 __all__ = ["AgentRegistry", "ConfigError"]
-
-
-class ConfigError(DshError):
-    """The context lacks configuration an operation needs (e.g. no model)."""
 
 
 NO_MODEL_HELP = (

@@ -31,12 +31,14 @@ from dsh.core._effects import Disposer
 from dsh.core._events import EventBus
 from dsh.core._jobs import JobRegistry
 from dsh.core._llm import BoundModel, LLMRuntime
+from dsh.core._permissions import Permissions, PermissionsConfig
 from dsh.core._plugins import PluginHost
 from dsh.core._presets import AgentDefaults, Preset
 from dsh.core._prompt import PromptSections
 from dsh.core._scripted import scripted_factory
 from dsh.core._session import SessionStore
 from dsh.core._tools import ToolRegistry
+from dsh.core._tracing import NO_TRACING, Tracing
 
 __all__ = ["SERVICE_ENTRY_POINT_GROUP", "Context"]
 
@@ -57,6 +59,8 @@ class Context:
     """Services shared by everything in one dsh runtime.
 
     ``events`` (the bus), ``tools``, ``llm``, ``agents``, ``jobs``, ``plugins``,
+    ``permissions`` (who may run which tool),
+    ``tracing`` (the tracing seam, a no-op by default),
     ``sessions`` (a store, or None for in-memory sessions), ``cwd``, ``defaults``
     and ``prompt`` (the deployment's system-prompt sections, copied into each new
     agent); plus whatever plugins :meth:`provide`.
@@ -68,6 +72,7 @@ class Context:
         defaults: AgentDefaults | None = None,
         cwd: str | os.PathLike[str] | None = None,
         sessions_dir: str | os.PathLike[str] | None = None,
+        permissions: PermissionsConfig | None = None,
     ) -> None:
         self.defaults = defaults or AgentDefaults()
         self.cwd = str(Path(cwd or self.defaults.cwd or os.getcwd()).resolve())
@@ -82,6 +87,10 @@ class Context:
         self.plugins = PluginHost(self)
         self.prompt = PromptSections()
         self.prompt.set("persona", self.defaults.persona)
+        self.permissions = Permissions(self, permissions)
+        self.tracing: Tracing = NO_TRACING
+        """The tracing seam: traces nothing until a tracing plugin installs one
+        (:func:`~dsh.core.install_tracing`)."""
         self._services: dict[str, Any] = {}
         self._closers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: set[asyncio.Task[Any]] | None = None
@@ -104,6 +113,7 @@ class Context:
             defaults=preset.agent if preset is not None else None,
             cwd=cwd,
             sessions_dir=sessions_dir,
+            permissions=preset.permissions if preset is not None else None,
         )
         try:
             ctx._loop = asyncio.get_running_loop()

@@ -15,7 +15,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from dsh.core._effects import Disposer
-from dsh.core._errors import DshError
+from dsh.core._errors import ConfigError, DshError
 from dsh.core._session import Event
 from dsh.core._signals import AbortSignal
 
@@ -24,6 +24,7 @@ __all__ = [
     "LLMRuntime",
     "ModelAdapter",
     "ModelConfig",
+    "ModelConfigError",
     "ModelDone",
     "ModelError",
     "ModelRequest",
@@ -122,6 +123,11 @@ class ModelAdapter(Protocol):
         ...
 
 
+class ModelConfigError(ConfigError, ValueError):
+    """A model configuration names an adapter that is not registered, or options its
+    adapter rejects."""
+
+
 class ModelConfig(BaseModel):
     """Which adapter and model an agent uses, with adapter options."""
 
@@ -169,13 +175,21 @@ class LLMRuntime:
     def bind(self, config: ModelConfig) -> BoundModel:
         """Instantiate the adapter for ``config``.
 
-        Raises ``ValueError`` naming the adapter and the installed ones when unknown.
+        Raises :class:`ModelConfigError` (a ``ConfigError`` and a ``ValueError``) naming
+        the adapter and the registered ones when it is unknown, or what the adapter
+        rejected in the options.
         """
         factory = self._factories.get(config.adapter)
         if factory is None:
             known = ", ".join(sorted(self._factories)) or "none"
-            raise ValueError(
+            raise ModelConfigError(
                 f'no LLM adapter named "{config.adapter}" (registered: {known});'
                 " load the plugin that provides it"
             )
-        return BoundModel(factory(config), config.model, config.options)
+        try:
+            adapter = factory(config)
+        except ModelConfigError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise ModelConfigError(f'LLM adapter "{config.adapter}": {exc}') from exc
+        return BoundModel(adapter, config.model, config.options)

@@ -20,6 +20,7 @@ from dsh.core._content import Content, as_blocks
 from dsh.core._effects import Disposer
 from dsh.core._errors import DshError
 from dsh.core._llm import ToolSpec
+from dsh.core._permissions import PermissionPolicy, default_title
 from dsh.core._signals import AbortSignal
 from dsh.core._validation import validation_problems
 
@@ -90,6 +91,15 @@ class Tool:
     parse: Callable[[Mapping[str, Any]], Any] = dict
     concurrency_safe: bool = True
     """May run at the same time as other safe tool calls of the same step."""
+    permission: PermissionPolicy | None = None
+    """The tool's default permission policy (``allow`` / ``ask`` / ``deny``; the
+    preset's ``[permissions]`` overrides it). None: not governed, always runs."""
+    kind: str = "other"
+    """What the tool does, in ACP's words (read, edit, delete, move, search, execute,
+    think, fetch, other): clients show it, approvers weigh it."""
+    title: Callable[[Any], str] | None = None
+    """One line describing a call for a human (parsed arguments in), e.g.
+    ``Run `ls -la```; default: the name and the arguments."""
     spec: ToolSpec = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +118,9 @@ class Tool:
         run: Callable[[P, ToolContext], Awaitable[ToolResult | Content]],
         *,
         concurrency_safe: bool = True,
+        permission: PermissionPolicy | None = None,
+        kind: str = "other",
+        title: Callable[[P], str] | None = None,
     ) -> Tool:
         """A tool whose input is validated by the pydantic model ``parameters``."""
         schema = parameters.model_json_schema()
@@ -119,7 +132,19 @@ class Tool:
             run,
             parse=parameters.model_validate,
             concurrency_safe=concurrency_safe,
+            permission=permission,
+            kind=kind,
+            title=title,
         )
+
+    def title_for(self, arguments: Any) -> str:
+        """The one-line description of a call with ``arguments`` (parsed)."""
+        if self.title is not None:
+            try:
+                return self.title(arguments)
+            except Exception:
+                pass
+        return default_title(self.name, arguments)
 
     async def invoke(self, arguments: Mapping[str, Any], tctx: ToolContext) -> ToolResult:
         """Validate ``arguments`` and run; invalid input becomes an error result."""
@@ -129,6 +154,11 @@ class Tool:
             return ToolResult(_validation_text(self.name, exc), is_error=True)
         except (TypeError, ValueError) as exc:
             return ToolResult(f"invalid arguments for tool {self.name}: {exc}", is_error=True)
+        if self.permission is not None:
+            agent = tctx.agent
+            decision = await agent.ctx.permissions.check(self, parsed, agent, tctx.call_id)
+            if not decision.allowed:
+                return ToolResult(decision.reason, is_error=True, data={"permission": "denied"})
         outcome = await self.run(parsed, tctx)
         if isinstance(outcome, ToolResult):
             return outcome

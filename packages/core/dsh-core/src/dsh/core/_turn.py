@@ -77,6 +77,8 @@ async def run_turn(
         message.update(extra)
     agent._append("user/message", message)
     agent._append("turn/start", {"turn": turn})
+    tracing = agent.ctx.tracing  # the tracing seam: hooks only when a tracer is installed
+    traced = tracing.turn(agent, turn) if tracing.enabled else None
     agent._blocked = None
     signal = AbortSignal()
     agent._turn_signal = signal
@@ -100,13 +102,15 @@ async def run_turn(
             except Exception as exc:
                 _log.exception("turn %d of agent %s failed", turn, agent.id)
                 stop, error = "error", f"internal error: {type(exc).__name__}: {exc}"
-    except BaseException:
+    except BaseException as exc:
         # Cancelled from outside the turn (the task running it, or the context
         # closing): record the turn as aborted and let the cancellation go on.
         agent._scope = None
         cause = agent._cancel_cause or "cancelled from outside the turn"
         signal.abort(cause)
         _end_turn(agent, turn, "aborted", cause)
+        if traced is not None:
+            traced.end(TurnOutcome(turn, "aborted", cause), exc)
         raise
     agent._scope = None
     if (
@@ -117,6 +121,8 @@ async def run_turn(
         stop, error = "aborted", agent._cancel_cause or "cancelled"
     signal.abort("turn ended")
     _end_turn(agent, turn, stop, error)
+    if traced is not None:
+        traced.end(TurnOutcome(turn, stop, error), None)
 
 
 def _end_turn(agent: Agent, turn: int, stop: StopReason, error: str | None) -> None:
@@ -148,6 +154,8 @@ async def _steps(agent: Agent, signal: AbortSignal) -> StopReason:
         calls: list[ToolCall] = []
         done: ModelDone | None = None
         stream = model.adapter.stream(request, signal)
+        tracing = agent.ctx.tracing  # the tracing seam: hooks only when a tracer is installed
+        traced = tracing.model_call(agent, request) if tracing.enabled else None
         try:
             async for item in stream:
                 if type(item) is TextDelta:
@@ -159,10 +167,17 @@ async def _steps(agent: Agent, signal: AbortSignal) -> StopReason:
                     calls.append(item)
                 elif type(item) is ModelDone:
                     done = item
+        except BaseException as exc:
+            if traced is not None:
+                traced.end(None, exc)
+                traced = None
+            raise
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
+        if traced is not None:
+            traced.end(done, None)
         if done is None:
             raise ModelError("the model stream ended without a final event")
         text = "".join(parts)
@@ -235,14 +250,25 @@ async def _run_tool(agent: Agent, call: ToolCall, signal: AbortSignal) -> ToolRe
         return ToolResult(
             f'unknown tool "{call.name}" (available tools: {available})', is_error=True
         )
+    tracing = agent.ctx.tracing  # the tracing seam: hooks only when a tracer is installed
+    traced = tracing.tool_call(agent, call) if tracing.enabled else None
+    failure: Exception | None = None
     tool_signal, unlink = signal.linked()
     try:
-        return await tool.invoke(call.arguments, ToolContext(agent, call.id, tool_signal))
+        result = await tool.invoke(call.arguments, ToolContext(agent, call.id, tool_signal))
     except TurnBlocked as exc:
         agent._blocked = str(exc) or f"tool {call.name} blocked the turn"
-        return ToolResult(f"blocked: {agent._blocked}", is_error=True)
+        result, failure = ToolResult(f"blocked: {agent._blocked}", is_error=True), exc
     except Exception as exc:
         _log.debug("tool %s failed", call.name, exc_info=True)
-        return ToolResult(f"tool {call.name} failed: {type(exc).__name__}: {exc}", True)
+        result = ToolResult(f"tool {call.name} failed: {type(exc).__name__}: {exc}", True)
+        failure = exc
+    except BaseException as exc:
+        if traced is not None:
+            traced.end(None, exc)
+        raise
     finally:
         unlink()
+    if traced is not None:
+        traced.end(result, failure)
+    return result

@@ -27,6 +27,8 @@ class AcpProviderConfig(SubprocessConfig):
     the fields every subprocess provider shares (:class:`dsh.subprocess.SubprocessConfig`).
     """
 
+    command: str = Field(..., min_length=1)
+    """The agent executable (looked up on the child's ``PATH``)."""
     name: str = Field("acp", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
     """Provider name in ``ctx.subagents``; give each row its own to run several agents."""
     permission: Literal["reject", "allow"] = "reject"

@@ -51,7 +51,7 @@ class AcpRun(SubprocessRun):
         self.decisions: dict[str, int] = {}
         """How many permission requests got each answer (option kind or ``cancelled``)."""
         self.cancelled = False
-        self._usage = SubagentUsage.unknown()
+        self._reported_usage = SubagentUsage.unknown()
 
     # -- the hooks --------------------------------------------------------------------
 
@@ -89,16 +89,23 @@ class AcpRun(SubprocessRun):
             for block in self.request.prompt_blocks
             if block.get("type") == "text"
         ]
+        # W3C trace context of this delegation (ACP reserves the _meta keys traceparent,
+        # tracestate, baggage for it); empty unless a tracing plugin (dsh-otel) is loaded
+        trace = self.request.parent.ctx.tracing.headers(self.handle.id if self.handle else None)
         response = await self.conn.request(
             "session/prompt",
-            {"sessionId": self.session_id, "prompt": blocks, "_meta": {"dsh": self.lineage.meta()}},
+            {
+                "sessionId": self.session_id,
+                "prompt": blocks,
+                "_meta": {"dsh": self.lineage.meta(), **trace},
+            },
         )
         if not isinstance(response, dict) or not isinstance(response.get("stopReason"), str):
             raise LinkError(
                 f"the agent's answer to session/prompt has no stopReason: {str(response)[:200]}",
                 "protocol",
             )
-        self._usage = _usage_of(response.get("usage"))
+        self._reported_usage = _usage_of(response.get("usage"))
         acp_reason = response["stopReason"]
         stop = STOP_REASONS.get(acp_reason, "error")
         diagnostic: str | None = None
@@ -108,7 +115,9 @@ class AcpRun(SubprocessRun):
             diagnostic = f"the agent stopped with stop reason {acp_reason!r}"
         if diagnostic is not None:
             diagnostic = self._with_permissions(f"{self.provider} session/prompt: {diagnostic}")
-        return SubagentResult(self.fold.output(), stop, diagnostic=diagnostic, usage=self._usage)
+        return SubagentResult(
+            self.fold.output(), stop, diagnostic=diagnostic, usage=self._reported_usage
+        )
 
     async def cancel(self) -> bool:
         """``session/cancel``; later permission requests are answered ``cancelled``."""
@@ -129,7 +138,7 @@ class AcpRun(SubprocessRun):
 
     def usage(self) -> SubagentUsage:
         """The usage the agent reported with its answer (unknown until then)."""
-        return self._usage
+        return self._reported_usage
 
     def describe(self, error: BaseException) -> str:
         """The stage and the link's own words, plus the permission answers given."""

@@ -33,7 +33,7 @@ class ClaudeCodeConfig(SubprocessConfig):
 
     name: str = Field("claude-code", min_length=1)
     """Provider name (register several rows under different names)."""
-    command: str | None = Field(None, min_length=1)  # type: ignore[assignment]
+    command: str | None = Field(None, min_length=1)
     """The ``claude`` executable: an absolute path, or a name looked up on the child's
     ``PATH``; default: the CLI bundled in the claude-agent-sdk wheel."""
     args: list[str] = []

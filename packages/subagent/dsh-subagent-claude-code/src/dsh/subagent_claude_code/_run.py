@@ -60,7 +60,10 @@ class ClaudeCodeRun(SubprocessRun):
         """Set when the run is cancelled or timed out: teardown then skips ``eof_grace``."""
 
     async def open(self) -> None:
-        self.env = self.child_env(env_defaults())
+        # W3C trace context: Claude Code (SDK/-p mode) parents its spans under TRACEPARENT/
+        # TRACESTATE when its tracing is on; empty unless a tracing plugin (dsh-otel) is loaded
+        trace = {k.upper(): v for k, v in self.request.parent.ctx.tracing.headers().items()}
+        self.env = self.child_env({**env_defaults(), **trace})
         self.env["PWD"] = self.cwd
         self.env.pop("CLAUDECODE", None)  # the child is not running inside a Claude Code parent
         child = await self.spawn(

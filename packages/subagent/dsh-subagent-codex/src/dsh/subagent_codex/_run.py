@@ -97,6 +97,9 @@ class CodexRun(SubprocessRun):
                     f" {exc.strerror or exc}"
                 ) from exc
             extra["CODEX_HOME"] = config.codex_home
+        # W3C trace context: codex continues the trace in TRACEPARENT/TRACESTATE when its own
+        # OTel trace export is configured; empty unless a tracing plugin (dsh-otel) is loaded
+        extra.update({k.upper(): v for k, v in self.request.parent.ctx.tracing.headers().items()})
         child = await self.spawn(
             what=f"{self.provider} app-server", env=self.child_env(extra), hint=_INSTALL_HINT
         )

@@ -41,7 +41,7 @@ from dsh.subagent._errors import (
     Unauthorized,
     UnsupportedCapability,
 )
-from dsh.subagent._progress import ProgressKind, SubagentProgress, SubagentUsage
+from dsh.subagent._progress import ProgressKind, SubagentProgress, SubagentUsage, UsageReport
 from dsh.subagent._provider import ContinuableProvider, SubagentProvider, supports_continuable
 from dsh.subagent._run import ProgressStream, RunHandle, SubagentRun
 from dsh.subagent._runtime import SubagentRuntime
@@ -93,5 +93,6 @@ __all__ = [
     "ToolFilter",
     "Unauthorized",
     "UnsupportedCapability",
+    "UsageReport",
     "supports_continuable",
 ]

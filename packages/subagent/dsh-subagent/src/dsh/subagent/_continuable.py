@@ -60,6 +60,7 @@ from dsh.subagent._errors import (
     SubagentError,
     Unauthorized,
 )
+from dsh.subagent._progress import SubagentUsage
 from dsh.subagent._provider import supports_continuable
 from dsh.subagent._types import SubagentStartRequest
 
@@ -599,8 +600,24 @@ class ContinuableChildren:
             record.turn_start = event.seq
             if record.accepted is not None:
                 record.accepted.set()
+            self._ctx.events.emit(
+                "subagent/start", self._run_event(record, agent), scope=record.parent_id
+            )
         elif kind == "turn/end" and record.agent is agent:
             self._settle(record, agent, event)
+
+    def _run_event(self, record: ContinuableChild, agent: Agent) -> dict[str, Any]:
+        """The shared ``subagent/start`` / ``subagent/end`` data: each turn of a
+        continuable child is a run (the run id is the child's id; ``turn`` counts)."""
+        return {
+            "run_id": record.id,
+            "provider": record.provider,
+            "parent_agent": record.parent_id,
+            "label": record.label,
+            "depth": agent.depth,
+            "continuable": True,
+            "turn": record.turns + 1,
+        }
 
     def _settle(self, record: ContinuableChild, agent: Agent, end: Event) -> None:
         stop = str(end.data.get("stop_reason"))
@@ -617,7 +634,15 @@ class ContinuableChildren:
             "stop_reason": stop,
             "turn": record.turns,
         }
-        self._ctx.events.emit(EVENT_CONTINUABLE_SETTLE, data, scope=record.parent_id)
+        bus = self._ctx.events
+        if bus.has_listeners("subagent/end"):
+            run = self._run_event(record, agent)
+            run["turn"] = record.turns
+            run["stop_reason"] = stop
+            run["diagnostic"] = record.diagnostic
+            run["usage"] = _turn_usage(agent.session.events, start, end.seq)
+            bus.emit("subagent/end", run, scope=record.parent_id)
+        bus.emit(EVENT_CONTINUABLE_SETTLE, data, scope=record.parent_id)
         if record.draining or self.draining or self._ctx.closing:
             return
         parent = self._ctx.agents.get(record.parent_id)
@@ -627,6 +652,20 @@ class ContinuableChildren:
             parent.notify(settlement_text(record), source={"type": NOTICE_SETTLED, **data})
         except Exception:
             _log.exception("could not notify the parent of subagent %s", record.id)
+
+
+def _turn_usage(events: Sequence[Event], start: int, end: int) -> SubagentUsage:
+    input_tokens = output_tokens = 0
+    seen = False
+    for index in range(max(start, 0), min(end + 1, len(events))):
+        event = events[index]
+        if event.type == "assistant/message":
+            usage = event.data.get("usage")
+            if usage:
+                seen = True
+                input_tokens += int(usage.get("input_tokens", 0))
+                output_tokens += int(usage.get("output_tokens", 0))
+    return SubagentUsage(input_tokens, output_tokens) if seen else SubagentUsage.unknown()
 
 
 def settlement_text(record: ContinuableChild) -> str:

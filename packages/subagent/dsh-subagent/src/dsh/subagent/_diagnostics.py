@@ -54,7 +54,7 @@ _SECRET_PATTERNS = [
     # KEY=value / token: value pairs whose name looks like a credential
     re.compile(
         r"(?i)\b([A-Z0-9_.-]*(?:api[_-]?key|token|secret|password|passwd|credential|auth)"
-        r"[A-Z0-9_.-]*)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|\S+)"
+        r"[A-Z0-9_.-]*)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|(?:(?:bearer|basic|token)\s+)?\S+)"
     ),
     re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9._~+/=-]{8,})"),
     # well-known key shapes

@@ -7,7 +7,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-__all__ = ["PROGRESS_KINDS", "ProgressKind", "SubagentProgress", "SubagentUsage", "ToolStatus"]
+__all__ = [
+    "PROGRESS_KINDS",
+    "ProgressKind",
+    "SubagentProgress",
+    "SubagentUsage",
+    "ToolStatus",
+    "UsageReport",
+]
 
 ProgressKind = Literal[
     "text",
@@ -225,3 +232,25 @@ class SubagentProgress:
         if isinstance(usage, Mapping):
             values["usage"] = SubagentUsage.from_json(usage)
         return cls(kind, tuple(path), **values)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """What a delegation tree cost (``ctx.subagents.usage(agent)``): every run below
+    the agent, nested runs included, and their total. ``incomplete`` if any run's
+    transport reported nothing or only part of it."""
+
+    total: SubagentUsage
+    runs: Mapping[str, SubagentUsage]
+
+    @property
+    def incomplete(self) -> bool:
+        """True if any part of the total is missing."""
+        return self.total.incomplete
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"total": {...}, "runs": {run_id: {...}}}``."""
+        return {
+            "total": self.total.to_json(),
+            "runs": {run_id: usage.to_json() for run_id, usage in self.runs.items()},
+        }

@@ -136,6 +136,9 @@ class RemoteRun(abc.ABC):
         """True once the run was handed to the caller (a start that failed or was
         aborted closes without waiting for the child to wind down)."""
         self._halted: str | None = None
+        self.stopped = False
+        """True once the turn was stopped before it ended on its own (cancel, dispose,
+        turn_timeout, :meth:`halt`): :meth:`close` may tear down without waiting."""
         self._driver: asyncio.Task[None] | None = None
         self._turn: asyncio.Task[SubagentResult] | None = None
         self._finishing: asyncio.Task[None] | None = None
@@ -154,9 +157,11 @@ class RemoteRun(abc.ABC):
 
         Runs in a task of its own; cancelled when the run is stopped."""
 
-    async def cancel(self) -> bool:
-        """Ask the child to stop its turn; True if the request was sent (the kit then
-        waits ``cancel_grace`` for the turn to end), False if it could not be."""
+    async def cancel(self) -> bool | None:
+        """Ask the child to stop its turn: True if the request was sent (the kit then
+        waits ``cancel_grace`` for the turn to end), False if it could not be sent,
+        None if there was nothing to ask (no turn under way yet). With False or None
+        the kit stops the child at once."""
         return False
 
     @abc.abstractmethod
@@ -293,18 +298,20 @@ class RemoteRun(abc.ABC):
         )
 
     async def _finish(self, result: SubagentResult) -> None:
-        """Settle, close, and stop the turn task. Only a failure waits for the teardown
-        (its diagnostic gets :meth:`details`, the child's last words, read after
-        :meth:`close`); every other outcome is the caller's at once."""
+        """Settle, close, and stop the turn task. A failure (error, max-tokens,
+        refusal...) waits for the teardown: its diagnostic gets :meth:`details`, the
+        child's last words, read after :meth:`close`; a completed or aborted run is the
+        caller's at once."""
         handle = self.handle
         assert handle is not None
-        if result.stop_reason != "error":
+        failure = result.stop_reason not in ("completed", "aborted")
+        if not failure:
             handle.settle(result)
         try:
             await self._close_shielded()
             await self._stop_turn()
         finally:
-            if result.stop_reason == "error" and result.diagnostic is not None:
+            if failure and result.diagnostic is not None:
                 result = replace(result, diagnostic=self._with_details(result.diagnostic))
             handle.settle(result)
             self._unlink()
@@ -326,9 +333,12 @@ class RemoteRun(abc.ABC):
             if turn in done:
                 return self._turn_result(turn)
             timed_out = not stop.aborted
+            self.stopped = True
             sent = await self._request_cancel()
             if sent and not turn.done():
                 await asyncio.wait({turn}, timeout=self.timeouts.cancel_grace)
+            if self._halted is not None:
+                return self._failed(self._halted)
             if timed_out:
                 assert limit is not None
                 return self._failed(
@@ -336,9 +346,9 @@ class RemoteRun(abc.ABC):
                     " (the child or its model server may be unresponsive; it was stopped)"
                 )
             reason = stop.reason or "cancelled"
-            if not sent:
+            if sent is False:
                 reason += f" ({self.provider} could not be asked to cancel; it was stopped)"
-            elif not turn.done():
+            elif sent and not turn.done():
                 reason += (
                     f" ({self.provider} did not confirm the cancel within"
                     f" {self.timeouts.cancel_grace:g} s and was stopped)"
@@ -363,14 +373,24 @@ class RemoteRun(abc.ABC):
         if not turn.done():
             _log.warning("%s: the turn task ignores cancellation; leaving it", self.provider)
 
-    async def _request_cancel(self) -> bool:
+    async def _request_cancel(self) -> bool | None:
         self.stages.enter("cancel")
         try:
             with anyio.fail_after(max(self.timeouts.cancel_grace, 0.1)):
-                return bool(await self.cancel())
+                sent = await self.cancel()
         except Exception as exc:
             _log.debug("%s: cancel request failed: %s", self.provider, exc)
             return False
+        return None if sent is None else bool(sent)
+
+    def halt(self, diagnostic: str) -> None:
+        """Stop the turn from inside: the transport saw something fatal (a request it
+        cannot answer, a configuration the child rejected). The kit then cancels as for
+        an abort (:meth:`cancel`, ``cancel_grace``) and the run settles ``error`` with
+        ``diagnostic``. The first call wins."""
+        if self._halted is None:
+            self._halted = diagnostic
+        self.stop.abort("halted")
 
     def _turn_result(self, turn: asyncio.Task[SubagentResult]) -> SubagentResult:
         if turn.cancelled():  # nobody cancelled it: it cancelled itself

@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from dsh.core import Context, Disposer
+from dsh.core import Agent, Context, Disposer
 from dsh.subagent._continuable import ContinuableChildren
 from dsh.subagent._continuable_record import ContinuableChild
 from dsh.subagent._diagnostics import cap_diagnostic, redact_secrets
@@ -20,7 +20,7 @@ from dsh.subagent._errors import (
     StartAborted,
     UnsupportedCapability,
 )
-from dsh.subagent._progress import SubagentProgress
+from dsh.subagent._progress import SubagentProgress, SubagentUsage, UsageReport
 from dsh.subagent._provider import SubagentProvider
 from dsh.subagent._run import RunHandle, SubagentRun
 from dsh.subagent._types import SubagentResult, SubagentStartRequest
@@ -45,6 +45,8 @@ EVENT_PROVIDER_REMOVED = "subagent/provider-removed"
 EVENT_START = "subagent/start"
 EVENT_END = "subagent/end"
 EVENT_PROGRESS = "subagent/progress"
+LEDGER_LIMIT = 100_000
+"""Settled runs the usage ledger keeps (the oldest go first)."""
 
 
 class SubagentRuntime:
@@ -64,6 +66,10 @@ class SubagentRuntime:
         self._live: dict[str, SubagentRun] = {}
         self._by_child: dict[str, RunHandle] = {}
         """Runs whose child is an agent of this context, by that agent's id."""
+        self._lineage: dict[str, tuple[str, ...]] = {}
+        """Agent ids above each child agent of this context (parent first)."""
+        self._ledger: dict[str, tuple[tuple[str, ...], SubagentUsage]] = {}
+        """Settled runs: the agents above the run (parent first), and its usage."""
         self._draining = False
         self.continuable = ContinuableChildren(ctx, self)
         """The registry of continuable children (send_message, interrupt, list, report)."""
@@ -181,8 +187,10 @@ class SubagentRuntime:
         bus.emit(EVENT_START, base, scope=parent.id)
         self._live[run.id] = run
         child = run.local_agent
+        above_agents = (parent.id, *self._lineage.get(parent.id, ()))
         if child is not None:
             self._by_child[child.id] = handle
+            self._lineage[child.id] = above_agents
         above = self._by_child.get(parent.id)
         if above is not None and above._wanted:
             self._forward(above, SubagentProgress(
@@ -197,6 +205,13 @@ class SubagentRuntime:
         def on_settle(result: SubagentResult | None, error: BaseException | None) -> None:
             if child is not None and self._by_child.get(child.id) is handle:
                 del self._by_child[child.id]
+            ledger = self._ledger
+            ledger[run.id] = (
+                above_agents,
+                result.usage if result is not None else SubagentUsage.unknown(),
+            )
+            if len(ledger) > LEDGER_LIMIT:
+                del ledger[next(iter(ledger))]  # bounded: the oldest run goes
             stop = result.stop_reason if result is not None else "error"
             upper = self._by_child.get(parent.id)
             if upper is not None and upper._wanted:
@@ -217,8 +232,27 @@ class SubagentRuntime:
                 )
             bus.emit(EVENT_END, data, scope=parent.id)
 
+        def on_disposed() -> None:
+            self._live.pop(run.id, None)
+            if child is not None:
+                self._lineage.pop(child.id, None)
+
         handle.on_settled(on_settle)
-        handle.on_disposed(lambda: self._live.pop(run.id, None))
+        handle.on_disposed(on_disposed)
+
+    # -- usage -----------------------------------------------------------------------
+
+    def usage(self, agent: Agent) -> UsageReport:
+        """What the delegations below ``agent`` cost: every settled run started by it
+        or by any of its descendants in this process (a remote child's figure already
+        includes what its own children cost), and the total."""
+        runs = {
+            run_id: usage for run_id, (above, usage) in self._ledger.items() if agent.id in above
+        }
+        total = SubagentUsage()
+        for usage in runs.values():
+            total = total + usage
+        return UsageReport(total, runs)
 
     # -- progress routing ----------------------------------------------------------
 

@@ -20,8 +20,10 @@ class SubprocessConfig(RemoteTimeouts):
     :class:`~dsh.subagent.kit.RemoteTimeouts`.
     """
 
-    command: str = Field(..., min_length=1)
-    """The executable (looked up on the child's ``PATH``)."""
+    command: str | None = Field(None, min_length=1)
+    """The executable (looked up on the child's ``PATH``). A provider either requires
+    it (its config declares it again without a default) or knows a default (the
+    product's bundled executable) and builds its own command line."""
     args: list[str] = []
     """Arguments after ``command``."""
     cwd: str | None = None
@@ -63,5 +65,7 @@ class SubprocessConfig(RemoteTimeouts):
 
     @property
     def argv(self) -> list[str]:
-        """``[command, *args]``."""
+        """``[command, *args]`` (``ValueError`` without a ``command``)."""
+        if self.command is None:
+            raise ValueError("no command is configured")
         return [self.command, *self.args]

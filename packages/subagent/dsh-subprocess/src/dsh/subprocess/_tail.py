@@ -9,7 +9,18 @@ from dsh.subagent.kit import redact_secrets
 
 __all__ = ["StderrTail"]
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves...
+    r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC, DCS...: titles, hyperlinks
+    r"|\x1b[ -/]*[0-~]?"  # the rest (charset selection...), or a lone ESC
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters other than tab and newline (carriage returns become newlines)."""
+
+
+def _clean(text: str) -> str:
+    text = _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", text)
 
 
 class StderrTail:
@@ -42,11 +53,23 @@ class StderrTail:
             self.feed(chunk)
 
     def text(self, max_chars: int = 2000) -> str:
-        """The tail as text: terminal escapes removed, secrets redacted, at most
-        ``max_chars`` characters."""
-        text = _ANSI.sub("", self._buffer.decode("utf-8", errors="replace")).strip()
+        """The tail as text: terminal escapes and control characters removed, secrets
+        redacted, at most ``max_chars`` characters (plus a leading ``…`` when cut).
+
+        Redaction runs before any cut (a cut can take away what makes a secret look
+        like one), and a cut keeps whole lines where it can: the first line of a tail
+        whose older bytes were dropped is partial, so it goes too."""
+        text = self._buffer.decode("utf-8", errors="replace")
+        cut = self._dropped > 0
+        if cut:
+            newline = text.find("\n")
+            if newline >= 0:
+                text = text[newline + 1 :]
+        text = redact_secrets(_clean(text)).strip()
         if len(text) > max_chars:
-            text = "…" + text[-max_chars:]
-        elif self._dropped:
-            text = "…" + text
-        return redact_secrets(text)
+            text = text[-max_chars:]
+            newline = text.find("\n")
+            if 0 <= newline < len(text) - 1:
+                text = text[newline + 1 :]
+            cut = True
+        return "…" + text if cut and text else text

@@ -69,9 +69,7 @@ def _missing_provider(ctx: Context, runtime: SubagentRuntime, config: SubagentTo
         for name in ctx.plugins.available()
         if name.startswith("dsh-subagent-") and name != "dsh-subagent-in-process-driver"
     ]
-    hint = (
-        f" (installed provider plugins: {', '.join(installed)})" if installed else ""
-    )
+    hint = f" (installed provider plugins: {', '.join(installed)})" if installed else ""
     return (
         f'tool "{config.tool_name}": no subagent provider named "{config.provider}" is'
         f" registered (registered: {registered}); add a [[plugin]] row for the provider's"

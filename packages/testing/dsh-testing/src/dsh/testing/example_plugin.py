@@ -3,9 +3,22 @@
 Tests load it from presets to prove the loader and effect scoping end to end:
 it registers a tool, an LLM adapter, a context service and a bus listener, all
 recorded in its effect scope.
+
+With ``command_tool`` set it also registers a tool of that name that runs a
+command (``argv``) as a process and waits for it: how a separate dsh process
+(``dsh acp``) in a fault test gets a long-running tool process (``sleep 300``),
+started in a session of its own as agent products do for their tool commands.
+The process inherits this process's environment, so it carries the dsh run tag
+of the tree it runs in; cancelling the tool kills it.
 """
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +46,8 @@ class ExampleConfig(BaseModel):
     prefix: str = Field("echo: ", max_length=40)
     service_name: str = "example"
     adapter_name: str = "example-echo"
+    command_tool: str | None = None
+    """Also register a tool of this name that runs a command and waits for it."""
 
 
 class ExampleService:
@@ -50,6 +65,35 @@ class _EchoArgs(BaseModel):
     text: str
 
 
+class _CommandArgs(BaseModel):
+    argv: list[str] = Field(min_length=1)
+    """The command and its arguments."""
+    own_session: bool = True
+    """Start it in a session of its own (as agent products do for tool commands)."""
+
+
+async def _run_command(args: _CommandArgs, tctx: ToolContext) -> str:
+    process = await asyncio.create_subprocess_exec(
+        *args.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=args.own_session,
+    )
+    try:
+        status = await process.wait()
+    finally:
+        if process.returncode is None:  # cancelled: the command goes with the call
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if args.own_session:
+                    os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.kill()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(process.wait())
+    return f"{args.argv[0]} exited with status {status}"
+
+
 def apply(ctx: Context, config: ExampleConfig, effects: EffectScope) -> None:
     """Register the example tool, adapter, service and listener."""
 
@@ -57,6 +101,17 @@ def apply(ctx: Context, config: ExampleConfig, effects: EffectScope) -> None:
         return config.prefix + args.text
 
     effects.add(ctx.tools.register(Tool.from_model(config.tool_name, "Echo text", _EchoArgs, run)))
+    if config.command_tool is not None:
+        effects.add(
+            ctx.tools.register(
+                Tool.from_model(
+                    config.command_tool,
+                    "Run a command and wait until it exits",
+                    _CommandArgs,
+                    _run_command,
+                )
+            )
+        )
 
     def factory(model: ModelConfig) -> ScriptedAdapter:
         return ScriptedAdapter([ScriptedReply(text=config.prefix + "{prompt}")])

@@ -11,7 +11,8 @@ answers every ``session/prompt``:
     streams ``You said: <prompt>`` word by word (one chunk per word, so chunk
     order matters), reports usage, ends with ``--stop-reason`` (``end_turn``).
 ``narrate``
-    ``Let me look.``, a tool call, then ``The answer is 42.`` (a second message).
+    ``Let me look.``, a tool call, then ``The answer is 42.`` (a second message),
+    a ``usage_update``, and usage in the answer.
 ``hang``
     streams ``working on it``, then waits until cancelled (answers ``cancelled``).
 ``ignore-cancel``
@@ -43,6 +44,17 @@ answers every ``session/prompt``:
 ``inspect``
     replies with a JSON object: the session's cwd, the process's cwd and its
     environment (to check what a client passed).
+``bad-error``
+    answers the prompt with a JSON-RPC error that is not an object (``"boom"``).
+``wrong-id``
+    answers the prompt with a response whose id the client never sent.
+``partial-line``
+    writes half a response line (no newline) and then stays silent.
+``notice``
+    says ``Working.``, then reports an informational notice: as a ``notice``
+    session update when the client declared ``session.notices``, else (as
+    claude-agent-acp does) as an ``agent_message_chunk`` without ``messageId``
+    marked ``_meta.claudeCode.kind = "informational"``; then answers ``The answer.``
 ``by-prompt``
     the prompt's first word is the mode (``hang``, ``crash``, ...); the rest is
     the text.
@@ -81,6 +93,7 @@ from acp.schema import (
     TextContentBlock,
     ToolCallUpdate,
     Usage,
+    UsageUpdate,
 )
 
 from dsh.acp import AcpAgentBase, McpServer, PromptBlock, serve_stdio
@@ -103,6 +116,10 @@ MODES = (
     "bad-init",
     "slow-start",
     "inspect",
+    "bad-error",
+    "wrong-id",
+    "partial-line",
+    "notice",
     "by-prompt",
 )
 
@@ -128,6 +145,7 @@ class MockAgent(AcpAgentBase):
         self.options = options
         self._cancelled: dict[str, asyncio.Event] = {}
         self._cwd: dict[str, str] = {}
+        self._notices = False
 
     async def initialize(
         self,
@@ -156,6 +174,13 @@ class MockAgent(AcpAgentBase):
         self._cancelled[session_id] = asyncio.Event()
         self._cwd[session_id] = cwd
         return NewSessionResponse(session_id=session_id)
+
+    def observe(self, message: dict[str, Any]) -> None:
+        """Raw incoming messages: did the client declare ``session.notices``?"""
+        if message.get("method") == "initialize":
+            params = message.get("params") or {}
+            session = (params.get("clientCapabilities") or {}).get("session") or {}
+            self._notices = isinstance(session, dict) and "notices" in session
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Mark the session's turn cancelled (``ignore-cancel`` never looks)."""
@@ -205,7 +230,11 @@ class MockAgent(AcpAgentBase):
             )
             await self._say(session_id, "The answer ", "m2")
             await self._say(session_id, "is 42.", "m2")
-            return PromptResponse(stop_reason="end_turn")
+            await self._conn.session_update(
+                session_id, UsageUpdate(session_update="usage_update", used=42, size=1000)
+            )
+            usage = Usage(input_tokens=30, output_tokens=12, total_tokens=42)
+            return PromptResponse(stop_reason="end_turn", usage=usage)
         if mode in ("hang", "ignore-cancel"):
             await self._say(session_id, "working on it")
             if mode == "ignore-cancel":
@@ -242,6 +271,32 @@ class MockAgent(AcpAgentBase):
             return PromptResponse(stop_reason="end_turn")
         if mode == "error":
             raise RequestError.internal_error({"details": "the mock agent fails this prompt"})
+        if mode in ("bad-error", "wrong-id", "partial-line"):
+            # the client's third request is the prompt (initialize 0, session/new 1)
+            raw = {
+                "bad-error": b'{"jsonrpc":"2.0","id":2,"error":"boom"}\n',
+                "wrong-id": b'{"jsonrpc":"2.0","id":99,"result":{"stopReason":"end_turn"}}\n',
+                "partial-line": b'{"jsonrpc":"2.0","id":2,"resu',
+            }[mode]
+            write_raw(raw)
+            await asyncio.Event().wait()
+        if mode == "notice":
+            await self._say(session_id, "Working.", "m1")
+            title = "Warning: auto mode uses a classifier"
+            if self._notices:  # the acp models know no notice update: write it raw
+                notice = {"sessionUpdate": "notice", "severity": "info", "title": title}
+                message = {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {"sessionId": session_id, "update": notice},
+                }
+                write_raw(json.dumps(message).encode() + b"\n")
+            else:
+                update = acp.update_agent_message_text(title)
+                update.field_meta = {"claudeCode": {"kind": "informational"}}
+                await self._conn.session_update(session_id, update)
+            await self._say(session_id, "The answer.", "m2")
+            return PromptResponse(stop_reason="end_turn")
         raise RequestError.invalid_params({"details": f"unknown mock mode {mode!r}"})
 
     async def _permission(self, session_id: str, cancelled: asyncio.Event) -> PromptResponse:
@@ -298,7 +353,8 @@ async def serve(options: argparse.Namespace) -> None:
         os._exit(7)
     if options.mode == "slow-start":
         await asyncio.sleep(options.delay)
-    await serve_stdio(MockAgent(options))
+    agent = MockAgent(options)
+    await serve_stdio(agent, on_message=agent.observe)
     if stubborn:
         sys.stderr.write("mock agent: stdin closed, staying alive\n")
         sys.stderr.flush()

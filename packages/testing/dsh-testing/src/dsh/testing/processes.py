@@ -1,8 +1,12 @@
 """The process table, as tests see it: live children of this process.
 
-With the dsh-testing pytest plugin the test runner is a child subreaper, so an
-orphaned descendant (a product's tool process, a child whose parent died) is
-re-parented here and shows up too.
+With the dsh-testing pytest plugin the test runner is a child subreaper (Linux),
+so an orphaned descendant (a product's tool process, a child whose parent died)
+is re-parented here and shows up too.
+
+Where ``/proc`` exists it is read directly (about three times faster than going
+through psutil for a whole-table read); elsewhere (macOS, BSDs) psutil answers the
+same questions, so no check here passes silently for want of ``/proc``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+
+import psutil  # type: ignore[import-untyped,unused-ignore]
 
 __all__ = [
     "alive",
@@ -24,32 +30,83 @@ __all__ = [
     "wait_until_gone",
 ]
 
+_USE_PROC = os.path.isfile("/proc/self/stat")
+"""Read ``/proc`` directly (the fast path); else ask psutil. (Tests flip it to
+exercise the psutil path on Linux.)"""
 
-def _children() -> dict[int, str]:
-    me = os.getpid()
-    found: dict[int, str] = {}
+
+# -- the two backends -------------------------------------------------------------------
+
+
+def _proc_stat(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+
+
+def _proc_table() -> dict[int, tuple[int, bool]]:
+    """``pid → (parent pid, zombie)`` for every process, one pass over ``/proc``."""
+    table: dict[int, tuple[int, bool]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return found
+        return table
     for entry in entries:
         if not entry.isdigit():
             continue
+        rest = _proc_stat(entry)
+        if rest is not None and len(rest) > 1:
+            table[int(entry)] = (int(rest[1]), rest[0] == b"Z")
+    return table
+
+
+def _psutil_table() -> dict[int, tuple[int, bool]]:
+    """``pid → (parent pid, zombie)`` for every process psutil can see."""
+    table: dict[int, tuple[int, bool]] = {}
+    for process in psutil.process_iter(["ppid", "status"]):
+        info = process.info
+        ppid, status = info.get("ppid"), info.get("status")
+        if isinstance(ppid, int):
+            table[int(process.pid)] = (ppid, status == psutil.STATUS_ZOMBIE)
+    return table
+
+
+def _children() -> dict[int, bool]:
+    """``pid → zombie`` for this process's children."""
+    me = os.getpid()
+    if _USE_PROC:
+        return {pid: zombie for pid, (ppid, zombie) in _proc_table().items() if ppid == me}
+    found: dict[int, bool] = {}
+    try:
+        children = psutil.Process(me).children()
+    except psutil.Error:
+        return found
+    for child in children:
         try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read().decode(errors="replace")
-        except OSError:
+            found[int(child.pid)] = child.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
             continue
-        rest = stat.rsplit(")", 1)[-1].split()
-        if len(rest) > 2 and int(rest[1]) == me:
-            found[int(entry)] = rest[0]
+        except psutil.Error:  # e.g. access denied: it exists, count it as live
+            found[int(child.pid)] = False
     return found
+
+
+def _live_parents() -> dict[int, int]:
+    """``pid → parent pid`` of every live (non-zombie) process, read once."""
+    table = _proc_table() if _USE_PROC else _psutil_table()
+    return {pid: ppid for pid, (ppid, zombie) in table.items() if not zombie}
+
+
+# -- the questions tests ask ------------------------------------------------------------
 
 
 def live_children() -> set[int]:
     """Pids of this process's children that are not zombies (this process's dsh
     watchdog excluded: it lives as long as this process, by design)."""
-    found = {pid for pid, state in _children().items() if state != "Z"}
+    found = {pid for pid, zombie in _children().items() if not zombie}
     watchdog = _watchdog_pid()
     if watchdog is not None:
         found.discard(watchdog)
@@ -57,27 +114,35 @@ def live_children() -> set[int]:
 
 
 def _watchdog_pid() -> int | None:
-    module = sys.modules.get("dsh.subprocess._supervisor")
+    """The pid of this process's dsh watchdog, if dsh.subprocess started one (not
+    imported here: dsh-testing does not depend on it, and asking must not start it)."""
+    module = sys.modules.get("dsh.subprocess")
     if module is None:
         return None
     pid: int | None = module.watchdog().pid
     return pid
 
 
-def reap_zombies(exclude: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+def reap_zombies(exclude: Iterable[int] = ()) -> None:
     """Reap zombie children not in ``exclude`` (orphans re-parented to us)."""
-    for pid, state in _children().items():
-        if state == "Z" and pid not in exclude:
+    skip = set(exclude)
+    for pid, zombie in _children().items():
+        if zombie and pid not in skip:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
 
 
 def cmdline(pid: int) -> str:
     """The command line of ``pid``, arguments joined by spaces ('' if gone or a zombie)."""
+    if _USE_PROC:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            return ""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+        return " ".join(str(part) for part in psutil.Process(pid).cmdline()).strip()
+    except psutil.Error:
         return ""
 
 
@@ -88,27 +153,15 @@ def describe(pid: int) -> str:
 
 def alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
+    if _USE_PROC:
+        rest = _proc_stat(pid)
+        return rest is not None and rest[:1] != [b"Z"]
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[:1] != [b"Z"]
-    except OSError:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return False
-
-
-def _live_parents() -> dict[int, int]:
-    """``pid → parent pid`` of every live (non-zombie) process, read once from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                rest = handle.read().rsplit(b")", 1)[-1].split()
-        except OSError:
-            continue
-        if len(rest) > 1 and rest[0] != b"Z":
-            parents[int(entry)] = int(rest[1])
-    return parents
+    except psutil.Error:  # exists, but we may not look at it
+        return True
 
 
 def _descendants_in(parents: dict[int, int], roots: Iterable[int]) -> set[int]:
@@ -132,7 +185,7 @@ def descendants(pid: int) -> set[int]:
 
 def process_tree(roots: Iterable[int]) -> set[int]:
     """The live (non-zombie) processes among ``roots``, with all their live descendants
-    (one consistent read of /proc)."""
+    (one consistent read of the process table)."""
     parents = _live_parents()
     alive_roots = {pid for pid in roots if pid in parents}
     return alive_roots | _descendants_in(parents, alive_roots)

@@ -1,10 +1,27 @@
-"""Pytest plugin registered by dsh-testing (entry point ``pytest11``).
+"""The dsh-testing pytest plugin. Opt-in: installing dsh-testing changes no test run.
 
-Runs async tests on asyncio through anyio, and checks after every test that it
-left no process behind. The test runner makes itself a *child subreaper*
-(Linux ``PR_SET_CHILD_SUBREAPER``), so orphaned grandchildren (a product CLI's
-tool processes, a child whose parent died) are re-parented to it and counted
-too, instead of escaping to init.
+A project turns it on for its whole run on the command line or in its config::
+
+    pytest -p dsh.testing.pytest_plugin
+
+    # pyproject.toml
+    [tool.pytest.ini_options]
+    addopts = "-p dsh.testing.pytest_plugin"
+
+or from its top-level ``conftest.py``::
+
+    pytest_plugins = ["dsh.testing.pytest_plugin"]
+
+Once on, it:
+
+* fails every test that leaves a live process behind (a child, or an orphaned
+  descendant: the test runner makes itself a *child subreaper* on Linux
+  (``PR_SET_CHILD_SUBREAPER``), so orphaned grandchildren are re-parented to it
+  and counted too, instead of escaping to init). This process's dsh watchdog is
+  not counted. Works without ``/proc`` (psutil), so it is no silent pass off Linux;
+* turns a skip into a failure under ``CI=true``: a missing prerequisite must not
+  pass silently there;
+* provides an ``anyio_backend`` fixture: dsh runs on asyncio.
 """
 
 from __future__ import annotations

@@ -1,0 +1,126 @@
+"""Auth: with ``--token-env`` every request needs ``Authorization: Bearer <token>``: none or
+a wrong one is answered 401 and creates no task; the token never appears in the server's
+logs (stderr at debug level). Binding a non-loopback address without a token is refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory
+from a2a.types import ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+
+TOKEN = "dsh-test-token-" + uuid.uuid4().hex
+VARIABLE = "DSH_A2A_TEST_TOKEN"
+
+
+def send_request(text: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": uuid.uuid4().hex,
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            }
+        },
+    }
+
+
+async def test_requests_without_the_token_get_401_and_create_no_task(
+    tmp_path: Path, keyed_preset: Path, kit: Any
+) -> None:
+    server = kit.start_server(
+        tmp_path,
+        keyed_preset,
+        "--token-env",
+        VARIABLE,
+        "--log-level",
+        "debug",
+        env={VARIABLE: TOKEN},
+    )
+    try:
+        card_url = server.url + ".well-known/agent-card.json"
+        headers_tried = [
+            {},
+            {"Authorization": "Bearer wrong-" + TOKEN[::-1]},
+            {"Authorization": TOKEN},  # no scheme
+            {"Authorization": f"Basic {TOKEN}"},
+        ]
+        async with httpx.AsyncClient(timeout=10) as http:
+            for headers in headers_tried:
+                response = await http.get(card_url, headers=headers)
+                assert response.status_code == 401, (headers, response.text)
+                assert response.headers["www-authenticate"].startswith("Bearer")
+                response = await http.post(
+                    server.url,
+                    json=send_request("please do something"),
+                    headers={**headers, "A2A-Version": "1.0"},
+                )
+                assert response.status_code == 401, (headers, response.text)
+                assert TOKEN not in response.text
+            # the SDK's client without credentials fails the same way
+            with pytest.raises(A2AClientError, match="401"):
+                await A2ACardResolver(http, server.url).get_agent_card()
+
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(headers=good, timeout=httpx.Timeout(30, read=None)) as http:
+            card = await A2ACardResolver(http, server.url).get_agent_card()
+            assert "bearer" in card.security_schemes
+            assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "bearer"
+            client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+            listed = await client.list_tasks(ListTasksRequest())
+            assert list(listed.tasks) == []  # none of the refused requests made a task
+            msg = Message(
+                role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text="say hi")]
+            )
+            states = []
+            with anyio.fail_after(30):
+                async for event in client.send_message(SendMessageRequest(message=msg)):
+                    if event.HasField("status_update"):
+                        states.append(event.status_update.status.state)
+            assert states[-1] == TaskState.TASK_STATE_COMPLETED
+            listed = await client.list_tasks(ListTasksRequest())
+            assert len(listed.tasks) == 1
+    finally:
+        assert server.stop() == 143
+    log = server.stderr
+    assert "auth: bearer token from $DSH_A2A_TEST_TOKEN" in log
+    assert "DEBUG" in log  # the server did log at debug level...
+    assert TOKEN not in log  # ...and never the token
+    assert TOKEN[::-1] not in log
+
+
+def run_cli(tmp_path: Path, preset: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "dsh.a2a", "--preset", str(preset), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_non_loopback_bind_needs_a_token(tmp_path: Path, keyed_preset: Path) -> None:
+    done = run_cli(tmp_path, keyed_preset, "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 2
+    assert "refusing to bind 0.0.0.0 without authentication: pass --token-env" in done.stderr
+    assert "serving" not in done.stderr
+
+    done = run_cli(tmp_path, keyed_preset, "--host", "0.0.0.0", "--token-env", "DSH_A2A_UNSET_X")
+    assert done.returncode == 2
+    assert "DSH_A2A_UNSET_X: the environment variable is not set or empty" in done.stderr

@@ -1,0 +1,84 @@
+"""Subcommands from other packages: the ``dsh.commands`` entry-point group.
+
+A package adds ``dsh NAME`` by declaring an entry point named ``NAME`` whose object
+has ``help: str``, ``add_arguments(parser)`` and ``run(args) -> int``::
+
+    [project.entry-points."dsh.commands"]
+    a2a = "dsh.subagent_a2a._server:command"
+
+Entry points are imported only when needed: the one named on the command line, or
+all of them for ``dsh --help``. One that fails to import, lacks a member or clashes
+with a built-in command is left out (``dsh --help`` says so) and never breaks the
+other commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["ENTRY_POINT_GROUP", "Command", "LoadedCommand", "discover", "load"]
+
+ENTRY_POINT_GROUP = "dsh.commands"
+
+
+@runtime_checkable
+class Command(Protocol):
+    """What a ``dsh.commands`` entry point loads."""
+
+    help: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the subcommand's arguments to its parser."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run; the return value is the exit status."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedCommand:
+    """An entry point, loaded: the command, or why it could not be used."""
+
+    name: str
+    source: str
+    command: Command | None
+    problem: str | None = None
+
+
+def discover(reserved: set[str]) -> dict[str, EntryPoint]:
+    """The ``dsh.commands`` entry points not named like a built-in command (first wins)."""
+    found: dict[str, EntryPoint] = {}
+    try:
+        points = list(entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:
+        return found
+    for point in points:
+        if point.name in reserved or point.name in found:
+            continue
+        found[point.name] = point
+    return found
+
+
+def load(point: EntryPoint) -> LoadedCommand:
+    """Import one entry point; never raises."""
+    try:
+        obj: Any = point.load()
+    except Exception as exc:
+        return LoadedCommand(
+            point.name, point.value, None, f"failed to import: {type(exc).__name__}: {exc}"
+        )
+    missing = [
+        member
+        for member in ("help", "add_arguments", "run")
+        if not hasattr(obj, member) or (member != "help" and not callable(getattr(obj, member)))
+    ]
+    if missing:
+        return LoadedCommand(
+            point.name,
+            point.value,
+            None,
+            f"{point.value} is not a dsh command (missing {', '.join(missing)})",
+        )
+    return LoadedCommand(point.name, point.value, obj)

@@ -1,0 +1,189 @@
+"""Tool permissions (``ctx.permissions``): allow, ask or deny, per tool, per preset.
+
+A tool that acts on the world (writes a file, runs a command) declares a default
+policy (``Tool(permission="ask")``); a tool without one is not governed. Before
+such a tool runs, :meth:`Permissions.check` decides:
+
+* ``allow`` — it runs; ``deny`` — it is refused, the model is told why;
+* ``ask`` — an *approver* answers: the ACP client when the agent is served over
+  ACP (``session/request_permission``), the terminal when ``dsh run`` has one.
+  Approvers are registered per agent and found through the agent's ancestors, so a
+  child asks whoever its parent asks. When nobody can answer (an unattended run),
+  the call is refused with a reason that says how to allow it — never a hang.
+
+The preset's ``[permissions]`` table overrides the tools' defaults::
+
+    [permissions]
+    default = "ask"            # tools not listed below (unset: each tool's own default)
+    [permissions.tools]
+    read_file = "allow"
+    shell = "ask"
+
+``dsh run --yes`` (``allow_all``) allows every tool without asking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from dsh.core._effects import Disposer
+
+if TYPE_CHECKING:
+    from dsh.core._agent import Agent
+    from dsh.core._context import Context
+    from dsh.core._tools import Tool
+
+__all__ = [
+    "Approver",
+    "PermissionDecision",
+    "PermissionPolicy",
+    "PermissionRequest",
+    "Permissions",
+    "PermissionsConfig",
+]
+
+PermissionPolicy = Literal["allow", "ask", "deny"]
+
+
+class PermissionsConfig(BaseModel):
+    """The preset's ``[permissions]`` table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default: PermissionPolicy | None = None
+    """Policy of governed tools not listed in ``tools`` (unset: each tool's default)."""
+    tools: dict[str, PermissionPolicy] = {}
+    """Policy per tool name."""
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    """A tool call waiting for a decision."""
+
+    tool: str
+    kind: str
+    """What the tool does, in ACP's words: read, edit, delete, move, search, execute,
+    think, fetch, other."""
+    title: str
+    """One line for a human: ``Run `pytest -q```, ``Write notes.txt``."""
+    arguments: Mapping[str, Any] | None
+    agent: Agent
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDecision:
+    """An approver's answer. ``always``: allow this tool without asking again (for the
+    rest of this agent tree's life)."""
+
+    allowed: bool
+    reason: str = ""
+    always: bool = False
+
+
+Approver = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+
+
+class Permissions:
+    """The policy and the approvers of one context (``ctx.permissions``)."""
+
+    def __init__(self, ctx: Context, config: PermissionsConfig | None = None) -> None:
+        self._ctx = ctx
+        self.config = config or PermissionsConfig()
+        self.allow_all = False
+        """Allow every tool without asking (``dsh run --yes``)."""
+        self._approvers: dict[str | None, Approver] = {}
+        self._always: set[tuple[str | None, str]] = set()
+
+    def policy_for(self, tool: Tool) -> PermissionPolicy:
+        """The policy that applies to ``tool`` (``allow`` for ungoverned tools)."""
+        if tool.permission is None or self.allow_all:
+            return "allow"
+        explicit = self.config.tools.get(tool.name)
+        if explicit is not None:
+            return explicit
+        return self.config.default or tool.permission
+
+    def set_approver(self, approver: Approver, *, agent: Agent | None = None) -> Disposer:
+        """Who answers ``ask`` for ``agent`` and its descendants (``None``: for every
+        agent with no closer approver). The disposer removes it."""
+        key = agent.id if agent is not None else None
+        self._approvers[key] = approver
+
+        def remove() -> None:
+            if self._approvers.get(key) is approver:
+                del self._approvers[key]
+            self._always.difference_update({a for a in self._always if a[0] == key})
+
+        return remove
+
+    def _approver_for(self, agent: Agent) -> tuple[str | None, Approver] | None:
+        seen = 0
+        current: Agent | None = agent
+        while current is not None and seen < 256:
+            found = self._approvers.get(current.id)
+            if found is not None:
+                return current.id, found
+            parent_id = current.parent_id
+            current = self._ctx.agents.get(parent_id) if parent_id is not None else None
+            seen += 1
+        fallback = self._approvers.get(None)
+        return (None, fallback) if fallback is not None else None
+
+    async def check(
+        self, tool: Tool, arguments: Any, agent: Agent, call_id: str
+    ) -> PermissionDecision:
+        """Decide whether ``tool`` may run with ``arguments`` for ``agent``."""
+        policy = self.policy_for(tool)
+        if policy == "allow":
+            return PermissionDecision(True)
+        title = tool.title_for(arguments)
+        if policy == "deny":
+            return PermissionDecision(
+                False,
+                f'tool "{tool.name}" is denied by the permission policy ({title}); to allow it,'
+                f' set [permissions.tools] {tool.name} = "allow" (or "ask") in the preset',
+            )
+        found = self._approver_for(agent)
+        if found is None:
+            return PermissionDecision(
+                False,
+                f'tool "{tool.name}" needs approval ({title}) and nobody can answer: this agent'
+                f" runs unattended. Allow it in the preset ([permissions.tools] {tool.name} ="
+                ' "allow") or run dsh with --yes.',
+            )
+        owner, approver = found
+        if (owner, tool.name) in self._always:
+            return PermissionDecision(True)
+        raw = arguments.model_dump() if isinstance(arguments, BaseModel) else arguments
+        request = PermissionRequest(
+            tool.name,
+            tool.kind,
+            title,
+            raw if isinstance(raw, Mapping) else None,
+            agent,
+            call_id,
+        )
+        decision = await approver(request)
+        if decision.allowed and decision.always:
+            self._always.add((owner, tool.name))
+        if not decision.allowed and not decision.reason:
+            return PermissionDecision(False, f'tool "{tool.name}" was not approved ({title})')
+        return decision
+
+
+def default_title(name: str, arguments: Any) -> str:
+    """``name`` and the arguments, short (for tools that give no title of their own)."""
+    raw = arguments.model_dump() if isinstance(arguments, BaseModel) else arguments
+    try:
+        text = json.dumps(raw, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = str(raw)
+    if len(text) > 160:
+        text = text[:160] + "…"
+    return f"{name} {text}"

@@ -1,0 +1,44 @@
+"""``A2AProvider``: a subagent that is a remote agent spoken to over A2A."""
+
+from __future__ import annotations
+
+from dsh.subagent import (
+    NO_START_CAPABILITIES,
+    SubagentCapabilities,
+    SubagentRun,
+    SubagentStartRequest,
+)
+from dsh.subagent_a2a._config import A2AProviderConfig
+from dsh.subagent_a2a._run import A2ARun
+
+__all__ = ["A2AProvider"]
+
+_DEPTH_ONLY = SubagentCapabilities(depth_limit=True)
+
+
+class A2AProvider:
+    """Delegates each run to the configured A2A agent as one task.
+
+    ``start`` fetches and checks the agent card (a start fails naming the URL when the
+    card is unreachable, invalid, or lacks what the run needs), then publishes the run
+    and sends the prompt as a message (streaming where the card offers it, else send
+    and poll); a cancel sends ``CancelTask``. With ``depth_limit = true`` (an agent
+    that honours dsh's depth limit, such as ``dsh a2a``) it has the ``depth_limit``
+    capability; it has no other start capability.
+    """
+
+    inherits_parent_context = False
+
+    def __init__(self, config: A2AProviderConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.capabilities: SubagentCapabilities = (
+            _DEPTH_ONLY if config.depth_limit else NO_START_CAPABILITIES
+        )
+
+    def __repr__(self) -> str:
+        return f"<A2AProvider {self.name}: {self.config.url}>"
+
+    async def start(self, request: SubagentStartRequest) -> SubagentRun:
+        """Fetch the card, publish the run, send the task."""
+        return await A2ARun(self.name, request, self.config).launch()

@@ -1,0 +1,206 @@
+"""The ``acp`` provider through the fault matrix (:mod:`dsh.testing.faults`), twice:
+driving the mock ACP agent (each fault is one of its modes), and driving a real
+``dsh acp`` child whose model (dsh-llm-openai) is a fake chat-completions server and
+whose ``run_command`` tool (the dsh-testing example plugin) runs ``sleep 300``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh.testing.faults import (
+    START_ABORTED,
+    TREE_GONE,
+    Fault,
+    FaultCase,
+    FaultHarness,
+    FaultMatrix,
+    ParentProcess,
+    fault_chat_server,
+    freeze_child,
+    kill_child,
+    until_child_process,
+    until_progress,
+    until_requested,
+)
+from dsh.testing.model_servers import OpenAIChatServer
+
+pytestmark = pytest.mark.timeout(60)
+
+GRACES: dict[str, Any] = {"eof_grace": 0.3, "term_grace": 0.3, "cancel_grace": 0.5}
+"""Small teardown graces: every cell must be gone well within the 2 s process grace."""
+MOCK_AGENT = "dsh.testing.mock_acp_agent"
+DSH_ACP = "dsh.cli acp"
+
+CHILD_PRESET = """
+[[plugin]]
+name = "dsh-llm-openai"
+
+[[plugin]]
+name = "dsh-testing-example"
+config = {{ command_tool = "run_command" }}
+
+[agent.model]
+adapter = "openai"
+model = "fault-matrix"
+options = {{ base_url = "{api_base}", api_key_env = "", read_timeout = 30.0 }}
+"""
+
+
+def mock_case(fault: Fault, rig: Any, tmp_path: Path) -> FaultCase:
+    """The mock agent's mode for each fault."""
+    name = f"acp-mock-{fault.value}"
+
+    def provider(mode: str, *extra: str, **fields: Any) -> str:
+        return str(rig.register(rig.mock(mode, *extra, name=name, **{**GRACES, **fields})))
+
+    running = until_progress("text")  # the mock says "working on it" first
+    if fault is Fault.CANCEL_BEFORE_PUBLICATION:
+        return FaultCase(
+            provider("slow-start", "--delay", "30"),
+            START_ABORTED,
+            # the mock sleeps before it answers initialize: abort during the handshake
+            abort_during_start=until_child_process(MOCK_AGENT, then=0.2),
+            settle_bound=3.0,
+        )
+    if fault in (Fault.CANCEL_MID_TURN, Fault.DOUBLE_CANCEL):
+        return FaultCase(provider("hang"), "aborted", wait_until_running=running, settle_bound=3.0)
+    if fault is Fault.CHILD_CRASH:
+        return FaultCase(provider("crash"), "error", diagnostic="exit status 3")
+    if fault is Fault.CHILD_HANG:
+        return FaultCase(
+            provider("hang", turn_timeout=1.0), "error", diagnostic="turn_timeout", settle_bound=5.0
+        )
+    if fault is Fault.IGNORES_CANCEL:
+        return FaultCase(
+            provider("ignore-cancel", "--ignore-eof"),
+            "aborted",
+            diagnostic="did not confirm the cancel",
+            wait_until_running=running,
+            settle_bound=3.0,
+        )
+    if fault is Fault.GARBAGE_OUTPUT:
+        return FaultCase(provider("garbage"), "error", diagnostic="not JSON")
+    if fault is Fault.HTTP_500:
+        # the mock has no model: it answers session/prompt with a JSON-RPC error, as an
+        # ACP agent whose model failed does (the dsh acp row drives a real HTTP 500)
+        return FaultCase(provider("error"), "error", diagnostic="the mock agent fails this prompt")
+    if fault is Fault.APPROVAL_REQUEST:
+        return FaultCase(provider("permission"), "completed", output="permission: reject_once")
+    assert fault is Fault.PARENT_SIGKILL
+    args = ["-m", MOCK_AGENT, "--mode", "hang", "--escapee"]
+    config = {"name": name, "command": sys.executable, "args": args, **GRACES}
+    return FaultCase(
+        name,
+        TREE_GONE,
+        parent_process=ParentProcess(
+            plugins=[("dsh-subagent-acp", config)],
+            marker="time.sleep(120)",  # the escapee, in a session of its own
+            cwd=str(tmp_path),
+        ),
+    )
+
+
+def dsh_case(fault: Fault, rig: Any, preset: Path, server: OpenAIChatServer) -> FaultCase:
+    """A real ``dsh acp`` child; its model server answers by the prompt's words."""
+    name = f"acp-dsh-{fault.value}"
+
+    def provider(**fields: Any) -> str:
+        return str(rig.register(rig.dsh(preset, name=name, **{**GRACES, **fields})))
+
+    asked = until_requested(server, "please hang")
+    if fault is Fault.CANCEL_BEFORE_PUBLICATION:
+        return FaultCase(
+            provider(),
+            START_ABORTED,
+            prompt="please hang",
+            # dsh acp imports for about a second before it answers initialize
+            abort_during_start=until_child_process(DSH_ACP, then=0.1),
+            settle_bound=3.0,
+        )
+    if fault in (Fault.CANCEL_MID_TURN, Fault.DOUBLE_CANCEL):
+        return FaultCase(
+            provider(), "aborted", prompt="please hang", wait_until_running=asked, settle_bound=3.0
+        )
+    if fault is Fault.CHILD_CRASH:
+        return FaultCase(
+            provider(),
+            "error",
+            prompt="please hang",
+            diagnostic="killed by SIGKILL",
+            wait_until_running=asked,
+            induce=kill_child(DSH_ACP),
+        )
+    if fault is Fault.CHILD_HANG:
+        return FaultCase(
+            provider(turn_timeout=1.0),
+            "error",
+            prompt="please hang",
+            diagnostic="turn_timeout",
+            settle_bound=5.0,
+        )
+    if fault is Fault.IGNORES_CANCEL:
+        return FaultCase(
+            provider(),
+            "aborted",
+            prompt="please hang",
+            diagnostic="did not confirm the cancel",
+            wait_until_running=asked,
+            induce=freeze_child(DSH_ACP),
+            settle_bound=3.0,
+        )
+    if fault is Fault.GARBAGE_OUTPUT:
+        return FaultCase(provider(), "error", prompt="please garbage", diagnostic="malformed")
+    if fault is Fault.HTTP_500:
+        return FaultCase(provider(), "error", prompt="please fail", diagnostic="500")
+    assert fault is Fault.PARENT_SIGKILL
+    args = ["-m", "dsh.cli", "acp", "--preset", str(preset)]
+    config = {"name": name, "command": sys.executable, "args": args, **GRACES}
+    return FaultCase(
+        name,
+        TREE_GONE,
+        prompt="please run sleep",
+        parent_process=ParentProcess(
+            plugins=[("dsh-subagent-acp", config)], cwd=str(preset.parent)
+        ),
+    )
+
+
+class TestAcpMockAgentFaults(FaultMatrix):
+    """The mock ACP agent: ``crash``, ``hang``, ``ignore-cancel --ignore-eof``,
+    ``garbage``, ``error``, ``permission`` modes; ``--escapee`` for the SIGKILL."""
+
+    @pytest.fixture
+    def fault_harness(self, fault: Fault, rig: Any, tmp_path: Path) -> FaultHarness:
+        return FaultHarness(rig.ctx, rig.parent, mock_case(fault, rig, tmp_path))
+
+
+@pytest.fixture
+def chat_server() -> Iterator[OpenAIChatServer]:
+    """The ``dsh acp`` child's model (see :func:`dsh.testing.faults.fault_chat_server`)."""
+    with fault_chat_server() as server:
+        yield server
+
+
+class TestAcpDshAcpFaults(FaultMatrix):
+    """A real ``dsh acp`` child (``python -m dsh.cli acp --preset ...``)."""
+
+    not_applicable = {
+        Fault.APPROVAL_REQUEST: (
+            "dsh acp never sends session/request_permission: its tools run under the"
+            " preset's fixed scope (tool permissions that ask the ACP client are not"
+            " wired into dsh acp yet); the mock-agent row covers the provider's answer"
+        )
+    }
+
+    @pytest.fixture
+    def fault_harness(
+        self, fault: Fault, rig: Any, tmp_path: Path, chat_server: OpenAIChatServer
+    ) -> FaultHarness:
+        preset = tmp_path / "child.toml"
+        preset.write_text(CHILD_PRESET.format(api_base=chat_server.api_base), encoding="utf-8")
+        return FaultHarness(rig.ctx, rig.parent, dsh_case(fault, rig, preset, chat_server))

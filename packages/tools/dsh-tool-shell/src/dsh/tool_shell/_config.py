@@ -1,0 +1,80 @@
+"""The ``dsh-tool-shell`` plugin's config."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["ShellConfig"]
+
+
+def check_env_name(name: str) -> str:
+    """``name`` if it can be an environment variable name; else ``ValueError``."""
+    if not name or "=" in name or "\0" in name:
+        raise ValueError(f"invalid environment variable name {name!r}")
+    return name
+
+
+class ShellConfig(BaseModel):
+    """Config of ``dsh-tool-shell``.
+
+    ::
+
+        [[plugin]]
+        name = "dsh-tool-shell"
+        config = { timeout = 60, max_timeout = 300, passthrough_env = ["GITHUB_TOKEN"] }
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_name: str = Field("shell", pattern=r"^[A-Za-z0-9_-]+$", max_length=64)
+    """The tool's name (several rows need different names)."""
+    shell: str = "/bin/sh"
+    """The shell that runs the command as ``<shell> -c <command>``."""
+    cwd: str | None = None
+    """Where commands start (absolute). Default: the calling agent's working directory
+    (its session's ``cwd``), else the context's."""
+    timeout: float = Field(120.0, gt=0)
+    """Seconds a command may run when the model gives no ``timeout``."""
+    max_timeout: float = Field(600.0, gt=0)
+    """The most the model may ask for: a larger ``timeout`` argument is lowered to it."""
+    max_output_bytes: int = Field(64 * 1024, ge=256, le=64 * 1024 * 1024)
+    """Output (stdout and stderr together) kept per command: its beginning and its end,
+    with a ``[truncated: ...]`` marker in between when there was more."""
+    env: dict[str, str] = {}
+    """Variables set for the command (on top of the scrubbed environment)."""
+    passthrough_env: list[str] = []
+    """Names of variables of dsh's own environment the command inherits as they are
+    (everything not in the safe list, such as API keys, is dropped otherwise)."""
+    term_grace: float = Field(1.0, ge=0, le=30)
+    """Seconds between SIGTERM and SIGKILL when a command is stopped (timeout, cancel)."""
+
+    @field_validator("cwd")
+    @classmethod
+    def _absolute_cwd(cls, value: str | None) -> str | None:
+        if value is not None and not os.path.isabs(value):
+            raise ValueError(f"cwd must be an absolute path, got {value!r}")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            check_env_name(name)
+        return value
+
+    @field_validator("passthrough_env")
+    @classmethod
+    def _passthrough_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_env_name(name)
+        return value
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> ShellConfig:
+        if self.timeout > self.max_timeout:
+            raise ValueError(
+                f"timeout ({self.timeout:g} s) is larger than max_timeout ({self.max_timeout:g} s)"
+            )
+        return self

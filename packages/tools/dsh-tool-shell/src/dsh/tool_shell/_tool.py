@@ -1,0 +1,93 @@
+"""The model-facing ``shell`` tool."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dsh.core import Tool, ToolContext, ToolResult
+from dsh.subprocess import scrubbed_env
+from dsh.tool_shell._config import ShellConfig
+from dsh.tool_shell._run import CommandResult, run_command
+
+__all__ = ["ShellArgs", "shell_tool"]
+
+_TITLE_CHARS = 120
+
+
+class ShellArgs(BaseModel):
+    """Arguments of the shell tool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(min_length=1, description="The shell command to run.")
+    timeout: float | None = Field(
+        None, gt=0, description="Seconds before the command is killed (default and cap: see above)."
+    )
+
+
+def shell_tool(config: ShellConfig) -> Tool:
+    """The ``shell`` tool for ``config``."""
+
+    async def run(args: ShellArgs, tctx: ToolContext) -> ToolResult:
+        agent = tctx.agent
+        cwd = config.cwd or agent.cwd or agent.ctx.cwd
+        timeout = min(args.timeout or config.timeout, config.max_timeout)
+        result = await run_command(
+            [config.shell, "-c", "exec 2>&1\n" + args.command],
+            cwd=cwd,
+            env=scrubbed_env(config.env, passthrough=config.passthrough_env),
+            timeout=timeout,
+            max_output_bytes=config.max_output_bytes,
+            term_grace=config.term_grace,
+            signal=tctx.signal,
+        )
+        return _to_tool_result(result, timeout)
+
+    return Tool.from_model(
+        config.tool_name,
+        f"Run a shell command ({config.shell} -c) in the working directory and return its"
+        " output (stdout and stderr together) and exit status. stdin is closed; the command"
+        f" is killed after {config.timeout:g} s unless you pass timeout (at most"
+        f" {config.max_timeout:g} s). Output over {config.max_output_bytes} bytes keeps its"
+        " beginning and end around a [truncated: ...] marker. Everything the command starts"
+        " is killed when it returns, so do not leave servers running in the background.",
+        ShellArgs,
+        run,
+        concurrency_safe=False,
+        permission="ask",
+        kind="execute",
+        title=_title,
+    )
+
+
+def _title(args: ShellArgs) -> str:
+    command = args.command.strip()
+    first, _, rest = command.partition("\n")
+    if len(first) > _TITLE_CHARS:
+        first, rest = first[:_TITLE_CHARS], "…"
+    return f"Run `{first}{' …' if rest else ''}`"
+
+
+def _to_tool_result(result: CommandResult, timeout: float) -> ToolResult:
+    data = {
+        "exit_status": result.exit_status,
+        "outcome": result.outcome,
+        "truncated": result.truncated,
+    }
+    if result.outcome == "not-started":
+        return ToolResult(result.reason or "the command could not be started", True, data)
+    output = result.output or "(no output)"
+    if result.outcome == "timeout":
+        status = (
+            f"[timed out after {timeout:g} s: the command and every process it started were"
+            f" killed ({result.description})]"
+        )
+    elif result.outcome == "cancelled":
+        status = (
+            f"[cancelled ({result.reason or 'cancelled'}): the command and every process it"
+            " started were killed]"
+        )
+    else:
+        status = f"[{result.description}]"
+    failed = result.outcome != "exited" or result.exit_status != 0
+    return ToolResult(f"{output.rstrip(chr(10))}\n{status}", failed, data)

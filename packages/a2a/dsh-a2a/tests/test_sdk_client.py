@@ -76,7 +76,8 @@ async def collect(client: Client, msg: Message) -> list[StreamResponse]:
 
 
 async def test_card_send_stream_lookup_and_strict_payloads(
-    sdk: tuple[Sdk, Any], kit: Any,
+    sdk: tuple[Sdk, Any],
+    kit: Any,
 ) -> None:
     harness, transport = sdk
     card = harness.card
@@ -99,7 +100,8 @@ async def test_card_send_stream_lookup_and_strict_payloads(
     # stream: the task, working, three text chunks of one artifact, usage, completed
     events = await collect(harness.client(), message("stream this"))
     kinds = [e.WhichOneof("payload") for e in events]
-    assert kinds[0] == "task" and kinds[-1] == "status_update", kinds
+    assert kinds[0] == "task", kinds
+    assert kinds[-1] == "status_update", kinds
     chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
     assert "".join(p.text for c in chunks for p in c.artifact.parts) == "Done: stream this"
     assert [c.append for c in chunks] == [False, True, True]
@@ -107,7 +109,8 @@ async def test_card_send_stream_lookup_and_strict_payloads(
     progress = [
         MessageToDict(e.status_update.metadata)["dsh"]["progress"]
         for e in events
-        if e.HasField("status_update") and "dsh" in e.status_update.metadata.fields
+        if e.HasField("status_update")
+        and "dsh" in e.status_update.metadata.fields
         and "progress" in e.status_update.metadata["dsh"].fields
     ]
     assert [p["kind"] for p in progress] == ["usage"]
@@ -155,7 +158,8 @@ async def test_cancel_in_the_middle_of_a_stream(sdk: tuple[Sdk, Any], kit: Any) 
     assert stored.status.state == TaskState.TASK_STATE_CANCELED
     assert MessageToDict(stored.metadata)["dsh"]["stopReason"] == "aborted"
     counts = kit.validate_exchanges(transport.exchanges)
-    assert counts["CancelTask"] == 1 and counts["GetTask"] == 1
+    assert counts["CancelTask"] == 1
+    assert counts["GetTask"] == 1
 
 
 async def test_a_failed_turn_and_a_refused_depth(sdk: tuple[Sdk, Any], kit: Any) -> None:

@@ -46,7 +46,8 @@ async def test_two_instances_share_tasks(tmp_path: Path, keyed_preset: Path, kit
             on_second = await client_for(http, second.url)
 
             # a task done on the first instance: status and result on the second
-            (reply,) = [e async for e in on_first.send_message(SendMessageRequest(message=message("say hello")))]
+            request = SendMessageRequest(message=message("say hello"))
+            (reply,) = [e async for e in on_first.send_message(request)]
             task_id = reply.task.id
             assert reply.task.status.state == TaskState.TASK_STATE_COMPLETED
             seen = await on_second.get_task(GetTaskRequest(id=task_id))

@@ -176,3 +176,27 @@ def test_named_presets_come_from_entry_points(
     assert load_named_preset("res").agent.persona == "from a resource"
     with pytest.raises(PresetError, match=r'no preset named "nope" \(installed: base, res\)'):
         parse_preset('extends = "nope"\n')
+
+
+def test_preset_dir_is_the_folder_of_the_file_that_has_the_row(tmp_path: Path) -> None:
+    base = tmp_path / "team"
+    base.mkdir()
+    (base / "base.toml").write_text(
+        '[[plugin]]\nname = "dsh-subagent-acp"\nid = "child"\n'
+        'config = { command = "dsh", args = ["acp", "--preset", "{preset_dir}/child.toml"] }\n'
+    )
+    mine = tmp_path / "me" / "dsh.toml"
+    mine.parent.mkdir()
+    mine.write_text(
+        'extends = "../team/base.toml"\n\n[[plugin]]\nname = "dsh-testing-example"\n'
+        'config = { prefix = "{preset_dir}: " }\n'
+    )
+    preset = load_preset(mine)
+    rows = {row.id: row for row in preset.plugin}
+    assert rows["child"].config["args"] == ["acp", "--preset", f"{base.resolve()}/child.toml"]
+    assert rows["dsh-testing-example"].config["prefix"] == f"{mine.parent.resolve()}: "
+
+
+def test_preset_dir_without_a_file_is_a_clear_error() -> None:
+    with pytest.raises(PresetError, match=r"\{preset_dir\} is only known for a preset read from"):
+        parse_preset('[[plugin]]\nname = "x"\nconfig = { path = "{preset_dir}/a" }\n')

@@ -22,7 +22,7 @@ from dsh.subagent import SubagentResult, SubagentRun, SubagentRuntime, SubagentS
 from dsh.subagent_a2a import A2AProvider, A2AProviderConfig
 
 HERE = Path(__file__).resolve().parent
-START_BOUND = 30.0
+START_BOUND = 90.0
 
 KEYED_PRESET = """
 [[plugin]]
@@ -139,6 +139,12 @@ class Rig:
         run = await self.start(name, prompt, **fields)
         async with run:
             return await run.result
+
+
+@pytest.fixture(scope="module")
+def kit_module() -> Any:
+    """This module's helpers, for module-scoped fixtures."""
+    return sys.modules[__name__]
 
 
 @pytest.fixture

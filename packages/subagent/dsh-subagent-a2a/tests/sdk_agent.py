@@ -40,7 +40,12 @@ from a2a.types import (
     TaskState,
     TaskStatus,
 )
+from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
+
+
+def say(updater: TaskUpdater, text: str) -> Message:
+    return updater.new_agent_message([Part(text=text)])
 
 
 class SdkAgent(AgentExecutor):
@@ -73,21 +78,23 @@ class SdkAgent(AgentExecutor):
         if "hang" in text:
             await asyncio.Event().wait()
         if "fail" in text:
-            await updater.failed(updater.new_agent_message([Part(text="the sdk agent cannot do that")]))
+            await updater.failed(say(updater, "the sdk agent cannot do that"))
             return
         if "input" in text:
-            await updater.requires_input(updater.new_agent_message([Part(text="which file do you mean?")]))
+            await updater.requires_input(say(updater, "which file do you mean?"))
             return
         if "lineage" in text:
-            meta = context.message.metadata if context.message else None
-            dsh = meta["dsh"] if meta is not None and "dsh" in meta.fields else {}
+            meta = MessageToDict(context.message.metadata) if context.message else {}
+            dsh = meta.get("dsh", {})
             answer = f"depth={dsh.get('depth')} max={dsh.get('maxDepth')}"
             await updater.add_artifact([Part(text=answer)], artifact_id="answer", last_chunk=True)
             await updater.complete()
             return
         await updater.add_artifact([Part(text="Echo: ")], artifact_id="answer")
         await asyncio.sleep(0.01)
-        await updater.add_artifact([Part(text=text)], artifact_id="answer", append=True, last_chunk=True)
+        await updater.add_artifact(
+            [Part(text=text)], artifact_id="answer", append=True, last_chunk=True
+        )
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

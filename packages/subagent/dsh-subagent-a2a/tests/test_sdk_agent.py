@@ -142,12 +142,13 @@ async def test_start_failures_name_the_card_url(
     with pytest.raises(StartFailed) as info:
         await rig.start(rig.register(nowhere, name="nowhere", start_timeout=5), "hi")
     assert str(info.value).startswith(
-        f"a2a start failed: cannot use the agent card at {nowhere}.well-known/agent-card.json:"
+        f"nowhere start failed: cannot use the agent card at {nowhere}.well-known/agent-card.json:"
         " unreachable ("
     )
 
+    missing = rig.register(sdk_agent.url, name="missing", card_path="/missing.json")
     with pytest.raises(StartFailed, match=r"agent card at .*/missing\.json: HTTP 404"):
-        await rig.start(rig.register(sdk_agent.url, name="missing", card_path="/missing.json"), "hi")
+        await rig.start(missing, "hi")
 
     with pytest.raises(StartFailed) as info:
         await rig.start(rig.register(sdk_agent.url, name="deep", depth_limit=True), "hi")

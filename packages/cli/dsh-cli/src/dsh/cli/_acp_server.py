@@ -55,6 +55,10 @@ def acp_command(args: argparse.Namespace) -> int:
         preset = resolve_preset(args.preset)
     except (PresetError, OSError) as exc:
         problem = str(exc)
+    if preset is not None:
+        from dsh.cli._models import with_env_model
+
+        preset, _found = with_env_model(preset, os.environ)  # as `dsh run`: the model env
     if preset is not None and preset.agent.model is None:
         problem = (
             f"no model is configured in {preset.source}; add an [agent.model] table to the"

@@ -204,6 +204,7 @@ def _layered(
     if extends is None:
         _from_mapping(raw, source, base_dir)  # a base on its own: errors name its file
     own = _explicit_ids(raw, source)
+    _expand_preset_dir(own, source, base_dir)
     if base_dir is not None:
         agent = own.get("agent")
         if isinstance(agent, dict) and isinstance(agent.get("sessions_dir"), str):
@@ -235,6 +236,37 @@ def _layered(
     merged = _merge(base, own)
     _from_mapping(dict(merged), source, base_dir)  # what this layer added: errors name it
     return merged
+
+
+PRESET_DIR = "{preset_dir}"
+"""In a row's config strings: the absolute folder of the preset file that has the row
+(``args = ["acp", "--preset", "{preset_dir}/child.toml"]``), so a path next to the
+preset works from any current directory."""
+
+
+def _expand_preset_dir(raw: dict[str, Any], source: str, base_dir: Path | None) -> None:
+    rows = raw.get("plugin")
+    if not isinstance(rows, list):
+        return
+    folder = str(base_dir.resolve()) if base_dir is not None else None
+
+    def expand(value: Any, where: str) -> Any:
+        if isinstance(value, str) and PRESET_DIR in value:
+            if folder is None:
+                raise PresetError(
+                    f"{source}: {where}: {PRESET_DIR} is only known for a preset read from"
+                    " a file; use an absolute path here"
+                )
+            return value.replace(PRESET_DIR, folder)
+        if isinstance(value, list):
+            return [expand(item, where) for item in value]
+        if isinstance(value, dict):
+            return {key: expand(item, where) for key, item in value.items()}
+        return value
+
+    for index, row in enumerate(rows):
+        if isinstance(row, dict) and isinstance(row.get("config"), dict):
+            row["config"] = expand(row["config"], f'preset row {index + 1} (id "{row.get("id")}")')
 
 
 def _resolved(source: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import uuid
 from typing import Any
@@ -60,6 +61,8 @@ _BINDINGS: dict[str, str] = {
     "jsonrpc": TransportProtocol.JSONRPC.value,
     "http+json": TransportProtocol.HTTP_JSON.value,
 }
+_STREAM_END_GRACE = 2.0
+"""Seconds the server gets to end a stream after the task's last state."""
 _TASK_ID_WAIT = 2.0
 """Seconds a cancel waits for the task id when the first event has not arrived yet."""
 
@@ -132,17 +135,8 @@ class A2ARun(RemoteRun):
         request = SendMessageRequest(message=self._message())
         self.stages.enter("SendStreamingMessage" if self.streaming else "SendMessage")
         try:
-            stream = client.send_message(request)
-            try:
-                async for response in stream:
-                    self.fold.feed(response)
-                    self._note_task()
-                    if self.fold.finished:
-                        break
-            finally:
-                aclose = getattr(stream, "aclose", None)  # an async generator: end it now
-                if aclose is not None:
-                    await aclose()
+            with anyio.CancelScope() as scope:
+                await self._follow(client, request, scope)
         except (A2AError, httpx.HTTPError):
             if self.fold.task_id is None or self.fold.finished or self.stop.aborted:
                 raise
@@ -150,6 +144,19 @@ class A2ARun(RemoteRun):
         if not self.fold.finished:
             await self._poll(client)
         return await self._result()
+
+    async def _follow(
+        self, client: Client, request: SendMessageRequest, scope: anyio.CancelScope
+    ) -> None:
+        """Fold the response stream until it ends. Once the task has finished, the server
+        gets ``_STREAM_END_GRACE`` s to end the stream; past that the scope cancels the
+        read (the SDK's nested generators unwind with the cancellation; closing the outer
+        one from outside would leave the inner ones to the garbage collector)."""
+        async for response in client.send_message(request):
+            self.fold.feed(response)
+            self._note_task()
+            if self.fold.finished and scope.deadline == math.inf:
+                scope.deadline = anyio.current_time() + _STREAM_END_GRACE
 
     async def cancel(self) -> bool | None:
         """``CancelTask`` for the run's task (True once sent)."""

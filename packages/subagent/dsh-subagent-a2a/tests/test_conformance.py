@@ -1,0 +1,45 @@
+"""The ``a2a`` provider passes the provider conformance suite against a real ``dsh a2a``
+server on a prompt-keyed scripted model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dsh.testing.conformance import ConformanceHarness, ProviderConformance
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, kit_module: Any) -> Iterator[Any]:
+    tmp = tmp_path_factory.mktemp("a2a-conformance")
+    preset = tmp / "served.toml"
+    preset.write_text(kit_module.KEYED_PRESET, encoding="utf-8")
+    server = kit_module.start_dsh_a2a(tmp, preset)
+    try:
+        yield server
+    finally:
+        assert server.stop() == 143
+    assert "Traceback" not in server.stderr, server.stderr
+
+
+class TestA2AProviderWithDshA2A(ProviderConformance):
+    """``a2a`` → ``dsh a2a``: "please hang" hangs until cancelled, "please fail" fails."""
+
+    @pytest.fixture
+    async def harness(self, rig: Any, served: Any) -> ConformanceHarness:
+        name = rig.register(served.url, name="a2a", cancel_grace=3.0, depth_limit=True)
+        return ConformanceHarness(
+            rig.ctx,
+            name,
+            rig.parent,
+            complete_prompt="say hello",
+            expected_output="Done: say hello",
+            hang_prompt="please hang",
+            fail_prompt="please fail",
+            cancel_bound=5.0,
+            start_signal_grace=0.3,
+        )

@@ -1,0 +1,115 @@
+"""A three-hop tree on loopback: parent → ``a2a`` → a ``dsh a2a`` server whose agent
+delegates to a spawn child. The parent's ``progress()`` shows the grandchild's own
+``child_start``, text and ``child_end`` with the one-element path naming it, and the
+result's usage is the remote tree's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from dsh.subagent import SubagentProgress
+from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.processes import live_children
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+SERVED = """
+[[plugin]]
+name = "dsh-testing-keyed-model"
+
+[agent.model]
+adapter = "keyed"
+
+[[agent.model.options.rules]]
+contains = "delegate"
+[[agent.model.options.rules.replies]]
+text = "Delegating."
+tool_calls = [{ name = "subagent", arguments = { description = "inner", prompt = "inner work" } }]
+[[agent.model.options.rules.replies]]
+text = "child done: {tool_results}"
+
+[[agent.model.options.default]]
+text = "grandchild says {prompt}"
+chunks = 3
+
+[[plugin]]
+name = "dsh-subagent-spawn-in-process"
+
+[[plugin]]
+name = "dsh-tool-subagent"
+config = { provider = "spawn", tool_name = "subagent", max_depth = 3 }
+"""
+
+
+async def test_the_parent_sees_the_grandchild_with_its_path(
+    rig: Any, tmp_path: Path, kit: Any
+) -> None:
+    preset = tmp_path / "served.toml"
+    preset.write_text(SERVED)
+    server = kit.start_dsh_a2a(tmp_path, preset)
+    before = live_children()
+    try:
+        name = rig.register(server.url, depth_limit=True)
+        run = await rig.start(name, "delegate please", max_depth=3)
+        items: list[SubagentProgress] = []
+        async with run:
+            with anyio.fail_after(60):
+                async for item in run.progress():
+                    items.append(item)
+            result = await run.result
+    finally:
+        assert server.stop() == 143
+    assert result.stop_reason == "completed", result
+    assert result.output == "child done: grandchild says inner work"
+
+    own = [i for i in items if i.path == ()]
+    own_text = "".join(i.text or "" for i in own if i.kind == "text")
+    assert own_text == "Delegating.child done: grandchild says inner work"
+    calls = [i for i in own if i.kind == "tool_call"]
+    assert [(c.name, c.arguments["description"]) for c in calls] == [("subagent", "inner")]
+    updates = [i for i in own if i.kind == "tool_update"]
+    assert [(u.tool_call_id, u.status) for u in updates] == [(calls[0].tool_call_id, "completed")]
+
+    starts = [i for i in items if i.kind == "child_start"]
+    assert len(starts) == 1, items
+    grandchild = starts[0].run_id
+    assert grandchild is not None
+    assert starts[0].path == (grandchild,)
+    assert (starts[0].provider, starts[0].label) == ("spawn", "inner")
+    nested_text = "".join(
+        i.text or "" for i in items if i.kind == "text" and i.path == (grandchild,)
+    )
+    assert nested_text == "grandchild says inner work"
+    ends = [i for i in items if i.kind == "child_end"]
+    assert [(e.path, e.stop_reason) for e in ends] == [((grandchild,), "completed")]
+    assert items.index(starts[0]) < items.index(ends[0])
+
+    # tree-wide usage: the served agent's two model calls (1 + 6 words) and the grandchild's (4)
+    assert result.usage.output_tokens == 11
+    assert not result.usage.incomplete
+    assert_no_new_processes(before, within=2.0)
+
+
+async def test_the_depth_limit_travels_to_the_served_agent(
+    rig: Any, tmp_path: Path, kit: Any
+) -> None:
+    preset = tmp_path / "served.toml"
+    preset.write_text(SERVED)
+    server = kit.start_dsh_a2a(tmp_path, preset)
+    try:
+        name = rig.register(server.url, depth_limit=True)
+        # the served agent runs at depth 1 under max_depth 1: its own delegation (depth 2)
+        # is refused there, and its model is told so
+        run = await rig.start(name, "delegate please", max_depth=1)
+        async with run:
+            items = [item async for item in run.progress()]
+            result = await run.result
+    finally:
+        assert server.stop() == 143
+    assert result.stop_reason == "completed", result
+    assert "subagent depth 2 exceeds max_depth 1" in result.output
+    assert not [i for i in items if i.kind == "child_start"]

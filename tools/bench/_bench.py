@@ -6,12 +6,18 @@ so ratios stay meaningful on a noisy or slower machine.
 
 from __future__ import annotations
 
+import datetime
 import gc
+import json
+import os
+import platform
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
-__all__ = ["Timing", "measure_async", "report_ratio"]
+__all__ = ["Timing", "measure_async", "report_ratio", "write_json"]
 
 
 class Timing:
@@ -62,3 +68,24 @@ def report_ratio(label: str, value: float, baseline: float) -> str:
     """``label: value / baseline = ratio``."""
     ratio = value / baseline
     return f"{label}: {value * 1e6:.1f} µs vs {baseline * 1e6:.1f} µs baseline = {ratio:.2f}x"
+
+
+def write_json(path: str | os.PathLike[str], bench: str, results: dict[str, Any]) -> None:
+    """Write a bench's ``results`` to ``path`` as JSON, with where and when they were
+    measured (tools/docs/charts.py draws the docs' charts from these files)."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    record = {
+        "bench": bench,
+        "measured_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": {
+            "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "system": f"{platform.system()} {platform.machine()}",
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in load] if load else None,
+        },
+        **results,
+    }
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -9,12 +9,16 @@ memory, on a prompt-keyed scripted model that streams ``Done: <prompt>`` in thre
 * **sdk** (the baseline): what a hand-written one-shot delegation does with the SDK
   alone: a fresh ``httpx.AsyncClient``, ``A2ACardResolver.get_agent_card``,
   ``ClientFactory.create``, ``send_message`` streamed to the terminal status, the
-  artifact text joined, the client closed.
+  artifact text joined, the client closed. Its HTTP client reuses one TLS context, as
+  the provider's does (httpx builds a new one per client by default, about 20 ms,
+  which would flatter the provider); **sdk, default client** is the same call with
+  ``httpx.AsyncClient()`` as most code writes it, for reference.
 * **sdk, warm** (for reference, not the target): one long-lived SDK client with the card
   already fetched, only the streamed send.
 
-All three run in the same process and event loop against the same server, interleaved
-(ABBA order) after an unmeasured warm-up of each. Prints the medians, the ratio of the
+All of them run in the same process and event loop against the same server, interleaved
+(ABBA order) after an unmeasured warm-up of each, the garbage collector off during each
+sample. Prints the medians, the ratio of the
 medians, and the median of the per-pair ratios (each provider run against the SDK run next
 to it, which cancels most of the drift of a busy machine). Target: paired ratio <= 1.10.
 
@@ -25,17 +29,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import re
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
 
+import anyio
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
@@ -95,27 +103,35 @@ def message() -> Message:
 
 
 async def stream_answer(client: Client) -> str:
+    """Stream one message to its terminal status; the answer. Like the provider, it stops
+    reading at the terminal status by cancelling (which unwinds the SDK's nested
+    generators now; a ``break`` would leave their clean-up to later, in another sample)."""
     chunks: list[str] = []
     state = TaskState.TASK_STATE_UNSPECIFIED
-    async for event in client.send_message(SendMessageRequest(message=message())):
-        if event.HasField("artifact_update"):
-            update = event.artifact_update
-            if not update.append:
-                chunks.clear()
-            chunks.extend(part.text for part in update.artifact.parts)
-        elif event.HasField("status_update"):
-            state = event.status_update.status.state
-        if state in TERMINAL:
-            break
+    with anyio.CancelScope() as scope:
+        async for event in client.send_message(SendMessageRequest(message=message())):
+            if event.HasField("artifact_update"):
+                update = event.artifact_update
+                if not update.append:
+                    chunks.clear()
+                chunks.extend(part.text for part in update.artifact.parts)
+            elif event.HasField("status_update"):
+                state = event.status_update.status.state
+            if state in TERMINAL:
+                scope.cancel()
     if state != TaskState.TASK_STATE_COMPLETED:
         raise SystemExit(f"sdk call ended {TaskState.Name(state)}")
     return "".join(chunks)
 
 
-async def sdk_once(url: str) -> float:
+TLS = httpx.create_ssl_context()
+
+
+async def sdk_once(url: str, *, default_client: bool = False) -> float:
     """A bare SDK delegation: card, client, streamed send, close. Seconds."""
     started = time.perf_counter()
-    async with httpx.AsyncClient(timeout=httpx.Timeout(60, read=None)) as http:
+    tls: ssl.SSLContext | bool = True if default_client else TLS
+    async with httpx.AsyncClient(verify=tls, timeout=httpx.Timeout(60, read=None)) as http:
         card = await A2ACardResolver(http, url).get_agent_card()
         client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
         answer = await stream_answer(client)
@@ -150,6 +166,16 @@ async def provider_once(ctx: Context) -> float:
     return elapsed
 
 
+async def timed(sample: Awaitable[float]) -> float:
+    """One sample with the garbage collector off (collected before), as ``_bench`` does."""
+    gc.collect()
+    gc.disable()
+    try:
+        return await sample
+    finally:
+        gc.enable()
+
+
 async def bench(url: str, repetitions: int) -> None:
     preset = parse_preset('[agent.model]\nadapter = "scripted"\n')
     async with (
@@ -163,17 +189,20 @@ async def bench(url: str, repetitions: int) -> None:
             await sdk_once(url)
             await provider_once(ctx)
             await warm_once(warm)
+            await sdk_once(url, default_client=True)
         sdk: list[float] = []
         ours: list[float] = []
         warm_samples: list[float] = []
+        default: list[float] = []
         for index in range(repetitions):
             if index % 2 == 0:
-                sdk.append(await sdk_once(url))
-                ours.append(await provider_once(ctx))
+                sdk.append(await timed(sdk_once(url)))
+                ours.append(await timed(provider_once(ctx)))
             else:
-                ours.append(await provider_once(ctx))
-                sdk.append(await sdk_once(url))
-            warm_samples.append(await warm_once(warm))
+                ours.append(await timed(provider_once(ctx)))
+                sdk.append(await timed(sdk_once(url)))
+            warm_samples.append(await timed(warm_once(warm)))
+            default.append(await timed(sdk_once(url, default_client=True)))
 
     def line(name: str, samples: list[float]) -> str:
         return (
@@ -187,6 +216,7 @@ async def bench(url: str, repetitions: int) -> None:
     print(line("sdk: card + client + stream", sdk))
     print(line("dsh a2a provider (start..dispose)", ours))
     print(line("sdk warm client: stream only", warm_samples))
+    print(line("sdk, default client: card + stream", default))
     ratio = statistics.median(ours) / statistics.median(sdk)
     paired = statistics.median(o / s for o, s in zip(ours, sdk, strict=True))
     extra = statistics.median(o - s for o, s in zip(ours, sdk, strict=True))

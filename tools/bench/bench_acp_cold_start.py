@@ -28,8 +28,8 @@ from pathlib import Path
 
 from dsh.core import AbortSignal, Context, parse_preset
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
-from dsh.subagent.out_of_process import scrubbed_env
 from dsh.subagent_acp import AcpProvider, AcpProviderConfig
+from dsh.subprocess import scrubbed_env
 
 CHILD_PRESET = """
 [agent.model]

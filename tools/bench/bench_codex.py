@@ -36,6 +36,7 @@ from typing import Any
 from dsh.core import AbortSignal, Context, parse_preset
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
 from dsh.subagent_codex import CodexConfig, CodexProvider
+from dsh.subprocess import provider_env
 from dsh.testing.model_servers import (
     FunctionCall,
     OpenAIResponsesServer,
@@ -161,16 +162,16 @@ async def main() -> None:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
         offline = codex_offline_env(server.api_base, tmp)
+        codex_home = offline.pop("CODEX_HOME")
         config = CodexConfig(
-            command=[codex],
-            codex_home=offline.pop("CODEX_HOME"),
-            env=offline,
-            permission_mode="full-access",
+            command=codex, codex_home=codex_home, env=offline, permission_mode="full-access"
         )
         provider = CodexProvider(config)
         settings = config.permissions
         permissions = {"approvalPolicy": settings.approval_policy, "sandbox": settings.sandbox}
-        argv, env, cwd = config.argv(), provider.child_env(), str(workspace)
+        # the environment the provider gives codex (but the run's depth variables)
+        env = provider_env(config, {"RUST_LOG": "warn", "CODEX_HOME": codex_home})
+        argv, cwd = config.argv, str(workspace)
         preset = parse_preset('[agent.model]\nadapter = "scripted"\n')
         async with Context.open(preset, cwd=workspace) as ctx:
             SubagentRuntime.of(ctx).register_provider(provider)

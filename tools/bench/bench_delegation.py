@@ -17,7 +17,7 @@ import asyncio
 import sys
 import tempfile
 
-from _bench import Timing, measure_async
+from _bench import Timing, measure_async, write_json
 from pydantic import BaseModel
 
 from dsh.core import (
@@ -103,14 +103,21 @@ async def measure(sessions_dir: str | None, iterations: int) -> tuple[Timing, Ti
         )
 
 
-async def main(iterations: int) -> int:
+async def main(iterations: int, json_path: str | None = None) -> int:
     print(
         "delegation overhead = median(turn with spawn delegation)"
         " - median(turn with constant tool)\n"
     )
+    results = {}
     for label, persist in (("in-memory sessions", False), ("JSONL persistence", True)):
         with tempfile.TemporaryDirectory() as tmp:
             a, b = await measure(tmp if persist else None, iterations)
+        results["jsonl" if persist else "in_memory"] = {
+            "turn_with_delegation_us": a.median * 1e6,
+            "turn_with_constant_tool_us": b.median * 1e6,
+            "overhead_us": (a.median - b.median) * 1e6,
+            "samples": len(a.samples),
+        }
         print(f"[{label}]")
         print("  " + a.line())
         print("  " + b.line())
@@ -118,11 +125,14 @@ async def main(iterations: int) -> int:
             f"  delegation overhead: {(a.median - b.median) * 1e6:.1f} µs per delegation"
             + (" (target ≤ 185 µs)\n" if not persist else " (reported; the target is in-memory)\n")
         )
+    if json_path:
+        write_json(json_path, "tools/bench/bench_delegation.py", results)
     return 0
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=10000)
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.iterations)))
+    sys.exit(asyncio.run(main(args.iterations, args.json)))

@@ -116,10 +116,14 @@ def keyed_preset(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def server(tmp_path: Path, keyed_preset: Path) -> Iterator[Server]:
-    """``dsh a2a`` (through ``dsh``'s ``a2a`` subcommand) serving the keyed preset."""
-    running = start_server(tmp_path, keyed_preset, via_cli=True)
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``dsh a2a`` (through ``dsh``'s ``a2a`` subcommand) serving the keyed preset; one per
+    test module."""
+    tmp = tmp_path_factory.mktemp("dsh-a2a")
+    preset = tmp / "agent.toml"
+    preset.write_text(KEYED_PRESET, encoding="utf-8")
+    running = start_server(tmp, preset, via_cli=True)
     try:
         yield running
     finally:

@@ -124,3 +124,25 @@ def test_a_non_loopback_bind_needs_a_token(tmp_path: Path, keyed_preset: Path) -
     done = run_cli(tmp_path, keyed_preset, "--host", "0.0.0.0", "--token-env", "DSH_A2A_UNSET_X")
     assert done.returncode == 2
     assert "DSH_A2A_UNSET_X: the environment variable is not set or empty" in done.stderr
+
+
+def test_configuration_problems_exit_2(tmp_path: Path, keyed_preset: Path) -> None:
+    done = run_cli(tmp_path, keyed_preset, "--port", "0", "--task-store", "mysql://db/x")
+    assert done.returncode == 2
+    assert "--task-store: unsupported database 'mysql'" in done.stderr
+
+    secret_url = "postgresql://dsh:hunter2@127.0.0.1:1/tasks"
+    done = run_cli(tmp_path, keyed_preset, "--port", "0", "--task-store", secret_url)
+    assert done.returncode == 2
+    assert "postgresql://dsh:***@127.0.0.1:1/tasks" in done.stderr
+    assert "hunter2" not in done.stderr
+
+    modelless = tmp_path / "modelless.toml"
+    modelless.write_text('[agent]\npersona = "nobody"\n')
+    done = run_cli(tmp_path, modelless, "--port", "0")
+    assert done.returncode == 2
+    assert "no model is configured" in done.stderr
+
+    done = run_cli(tmp_path, tmp_path / "missing.toml", "--port", "0")
+    assert done.returncode == 2
+    assert "missing.toml" in done.stderr

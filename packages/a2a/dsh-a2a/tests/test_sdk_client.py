@@ -82,7 +82,7 @@ async def test_card_send_stream_lookup_and_strict_payloads(
     harness, transport = sdk
     card = harness.card
     assert card.capabilities.streaming
-    assert [i.protocol_binding for i in card.supported_interfaces] == ["JSONRPC"]
+    assert [i.protocol_binding for i in card.supported_interfaces] == ["JSONRPC", "HTTP+JSON"]
     assert card.supported_interfaces[0].url == harness.server.url
     assert card.skills[0].id == "task"
     extension = next(e for e in card.capabilities.extensions if e.uri == EXTENSION)

@@ -14,11 +14,13 @@ from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from google.protobuf.json_format import MessageToDict
@@ -54,6 +56,8 @@ async def test_two_instances_share_tasks(tmp_path: Path, keyed_preset: Path, kit
             assert seen.status.state == TaskState.TASK_STATE_COMPLETED
             assert "".join(p.text for a in seen.artifacts for p in a.parts) == "Done: say hello"
             assert MessageToDict(seen.metadata)["dsh"]["usage"]["output_tokens"] == 3
+            listed = await on_second.list_tasks(ListTasksRequest())
+            assert [task.id for task in listed.tasks] == [task_id]
 
             # a task running on the first instance: working on the second, cancelled there
             streaming_first = await client_for(http, first.url)
@@ -74,12 +78,29 @@ async def test_two_instances_share_tasks(tmp_path: Path, keyed_preset: Path, kit
                     hanging = events[0].task.id
                     seen = await on_second.get_task(GetTaskRequest(id=hanging))
                     assert seen.status.state == TaskState.TASK_STATE_WORKING
+                    # the second instance follows the task running on the first...
+                    followed: list[StreamResponse] = []
+                    subscribed = anyio.Event()
+
+                    async def subscribe() -> None:
+                        request = SubscribeToTaskRequest(id=hanging)
+                        async for event in on_second.subscribe(request):
+                            followed.append(event)
+                            subscribed.set()
+
+                    tg.start_soon(subscribe)
+                    await subscribed.wait()
+                    # ...and cancels it there
                     cancelled = await on_second.cancel_task(CancelTaskRequest(id=hanging))
                     assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
             # the first instance noticed (at the task's next update) and stopped its turn
             assert events[-1].HasField("task") or events[-1].HasField("status_update")
             final = events[-1].task if events[-1].HasField("task") else events[-1].status_update
             assert final.status.state == TaskState.TASK_STATE_CANCELED, events[-1]
+            assert followed[0].task.status.state == TaskState.TASK_STATE_WORKING
+            last = followed[-1]
+            last_state = (last.task if last.HasField("task") else last.status_update).status.state
+            assert last_state == TaskState.TASK_STATE_CANCELED, followed
             again = await streaming_first.get_task(GetTaskRequest(id=hanging))
             assert again.status.state == TaskState.TASK_STATE_CANCELED
     finally:

@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--no-streaming", action="store_true")
     parser.add_argument("--grpc-only", action="store_true")
     args = parser.parse_args()
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"

@@ -113,3 +113,21 @@ async def test_the_depth_limit_travels_to_the_served_agent(
     assert result.stop_reason == "completed", result
     assert "subagent depth 2 exceeds max_depth 1" in result.output
     assert not [i for i in items if i.kind == "child_start"]
+
+
+async def test_the_http_json_binding(rig: Any, tmp_path: Path, kit: Any) -> None:
+    preset = tmp_path / "served.toml"
+    preset.write_text(kit.KEYED_PRESET)
+    server = kit.start_dsh_a2a(tmp_path, preset)
+    try:
+        name = rig.register(server.url, name="rest", transports=["http+json"])
+        run = await rig.start(name, "over rest")
+        async with run:
+            with anyio.fail_after(30):
+                items = [item async for item in run.progress()]
+            result = await run.result
+        assert (result.stop_reason, result.output) == ("completed", "Done: over rest")
+        assert "".join(i.text or "" for i in items if i.kind == "text") == "Done: over rest"
+        assert result.usage.output_tokens == 3
+    finally:
+        assert server.stop() == 143

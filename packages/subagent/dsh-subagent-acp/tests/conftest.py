@@ -51,6 +51,20 @@ def dsh_config(preset: Path, **fields: Any) -> AcpProviderConfig:
     )
 
 
+class Configs:
+    """The config helpers, for tests that open their own context (test modules cannot
+    import conftest under importlib mode)."""
+
+    mock = staticmethod(mock_config)
+    dsh = staticmethod(dsh_config)
+
+
+@pytest.fixture
+def configs() -> type[Configs]:
+    """:func:`mock_config` and :func:`dsh_config`, as ``configs.mock`` / ``configs.dsh``."""
+    return Configs
+
+
 class AcpRig:
     """Registers providers in an open context and runs prompts through them."""
 

@@ -42,7 +42,7 @@ name = "dsh-llm-openai"
 
 [[plugin]]
 name = "dsh-testing-example"
-config = {{ command_tool = "run_command" }}
+config = {{ command_tool = "run_command"{permission} }}
 
 [agent.model]
 adapter = "openai"
@@ -157,6 +157,10 @@ def dsh_case(fault: Fault, rig: Any, preset: Path, server: OpenAIChatServer) -> 
         return FaultCase(provider(), "error", prompt="please garbage", diagnostic="malformed")
     if fault is Fault.HTTP_500:
         return FaultCase(provider(), "error", prompt="please fail", diagnostic="500")
+    if fault is Fault.APPROVAL_REQUEST:
+        # run_command needs approval here: dsh acp asks its client (session/
+        # request_permission), the provider rejects (its default), the model is told
+        return FaultCase(provider(), "completed", prompt="please run sleep", output="did not allow")
     assert fault is Fault.PARENT_SIGKILL
     args = ["-m", "dsh.cli", "acp", "--preset", str(preset)]
     config = {"name": name, "command": sys.executable, "args": args, **GRACES}
@@ -189,18 +193,13 @@ def chat_server() -> Iterator[OpenAIChatServer]:
 class TestAcpDshAcpFaults(FaultMatrix):
     """A real ``dsh acp`` child (``python -m dsh.cli acp --preset ...``)."""
 
-    not_applicable = {
-        Fault.APPROVAL_REQUEST: (
-            "dsh acp never sends session/request_permission: its tools run under the"
-            " preset's fixed scope (tool permissions that ask the ACP client are not"
-            " wired into dsh acp yet); the mock-agent row covers the provider's answer"
-        )
-    }
-
     @pytest.fixture
     def fault_harness(
         self, fault: Fault, rig: Any, tmp_path: Path, chat_server: OpenAIChatServer
     ) -> FaultHarness:
+        ask = fault is Fault.APPROVAL_REQUEST
+        permission = ', command_permission = "ask"' if ask else ""
         preset = tmp_path / "child.toml"
-        preset.write_text(CHILD_PRESET.format(api_base=chat_server.api_base), encoding="utf-8")
+        text = CHILD_PRESET.format(api_base=chat_server.api_base, permission=permission)
+        preset.write_text(text, encoding="utf-8")
         return FaultHarness(rig.ctx, rig.parent, dsh_case(fault, rig, preset, chat_server))

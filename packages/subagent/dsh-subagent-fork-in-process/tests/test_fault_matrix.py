@@ -1,8 +1,9 @@
 """The ``fork`` provider through the fault matrix (:mod:`dsh.testing.faults`).
 
 The parent finishes a turn first, so every child is seeded with it. The child runs
-on the fault model (``hang``, ``crash``, ``stubborn`` prompts); the garbage and HTTP
-500 cells give it the ``openai`` adapter (dsh-llm-openai) pointed at a fake
+on the fault model (``hang``, ``crash``, ``stubborn``, ``approval`` prompts: the
+approval cell's tool needs approval, and nobody can answer); the garbage and HTTP 500
+cells give it the ``openai`` adapter (dsh-llm-openai) pointed at a fake
 chat-completions server; the parent-SIGKILL cell's parent registers a tool that runs
 ``sleep 300`` through dsh.subprocess (``fault_matrix_tool.py``).
 """
@@ -16,13 +17,13 @@ import pytest
 
 from dsh.core import Context, parse_preset
 from dsh.testing.faults import (
-    IN_PROCESS_APPROVAL,
     Fault,
     FaultHarness,
     FaultMatrix,
     ParentProcess,
     fault_chat_server,
     fault_model,
+    guarded_tool,
     in_process_case,
 )
 
@@ -39,8 +40,6 @@ NEEDS = {
 
 
 class TestForkFaults(FaultMatrix):
-    not_applicable = {Fault.APPROVAL_REQUEST: IN_PROCESS_APPROVAL}
-
     @pytest.fixture
     async def fault_harness(self, fault: Fault, tmp_path: Path) -> AsyncIterator[FaultHarness]:
         if fault in NEEDS:
@@ -52,6 +51,7 @@ class TestForkFaults(FaultMatrix):
         parent_process = ParentProcess(plugins=[(PLUGIN, {})], setup=TOOL, cwd=str(tmp_path))
         with fault_chat_server() as server:
             async with Context.open(parse_preset(rows), cwd=tmp_path) as ctx:
+                ctx.tools.register(guarded_tool())  # needs approval: the approval cell
                 parent = ctx.agents.create(model=fault_model(calls))
                 await parent.run("a completed turn the child is seeded with")
                 case = in_process_case(

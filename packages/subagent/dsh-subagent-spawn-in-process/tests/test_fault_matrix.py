@@ -1,6 +1,7 @@
 """The ``spawn`` provider through the fault matrix (:mod:`dsh.testing.faults`).
 
-The child runs on the fault model (``hang``, ``crash``, ``stubborn`` prompts); the
+The child runs on the fault model (``hang``, ``crash``, ``stubborn``, ``approval``
+prompts; the approval cell's tool needs approval and nobody can answer); the
 garbage and HTTP 500 cells give it the ``openai`` adapter (dsh-llm-openai) pointed at
 a fake chat-completions server; the parent-SIGKILL cell's parent registers a tool
 that runs ``sleep 300`` through dsh.subprocess (``fault_matrix_tool.py``).
@@ -15,13 +16,13 @@ import pytest
 
 from dsh.core import Context, parse_preset
 from dsh.testing.faults import (
-    IN_PROCESS_APPROVAL,
     Fault,
     FaultHarness,
     FaultMatrix,
     ParentProcess,
     fault_chat_server,
     fault_model,
+    guarded_tool,
     in_process_case,
 )
 
@@ -38,8 +39,6 @@ NEEDS = {
 
 
 class TestSpawnFaults(FaultMatrix):
-    not_applicable = {Fault.APPROVAL_REQUEST: IN_PROCESS_APPROVAL}
-
     @pytest.fixture
     async def fault_harness(self, fault: Fault, tmp_path: Path) -> AsyncIterator[FaultHarness]:
         if fault in NEEDS:
@@ -51,6 +50,7 @@ class TestSpawnFaults(FaultMatrix):
         parent = ParentProcess(plugins=[(PLUGIN, {})], setup=TOOL, cwd=str(tmp_path))
         with fault_chat_server() as server:
             async with Context.open(parse_preset(rows), cwd=tmp_path) as ctx:
+                ctx.tools.register(guarded_tool())  # needs approval: the approval cell
                 case = in_process_case(
                     fault, "spawn", calls=calls, model_server=server, parent_process=parent
                 )

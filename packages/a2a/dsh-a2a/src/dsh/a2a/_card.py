@@ -15,10 +15,14 @@ from a2a.types import (
     StringList,
 )
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
+
 from dsh.a2a._protocol import LINEAGE_EXTENSION_URI
 from dsh.core import Context
 
-__all__ = ["build_agent_card", "describe_persona"]
+__all__ = ["REST_PATH", "build_agent_card", "describe_persona"]
+
+REST_PATH = "/rest"
+"""Where the HTTP+JSON (REST) binding is served, below the server's URL."""
 
 _TEXT = ["text/plain"]
 _DESCRIPTION_LIMIT = 300
@@ -41,7 +45,8 @@ def build_agent_card(
     version: str = "0",
     bearer: bool = False,
 ) -> AgentCard:
-    """The card of the agent ``ctx`` serves at ``url`` (its JSON-RPC endpoint).
+    """The card of the agent ``ctx`` serves at ``url``: JSON-RPC there, HTTP+JSON (REST)
+    at ``<url>rest`` (:data:`REST_PATH`).
 
     Skills: one general skill (``task``), then one per tool of the context (id
     ``tool:<name>``, the tool's description, tagged with its kind). Capabilities:
@@ -89,7 +94,12 @@ def build_agent_card(
                 url=url,
                 protocol_binding=TransportProtocol.JSONRPC.value,
                 protocol_version=PROTOCOL_VERSION_CURRENT,
-            )
+            ),
+            AgentInterface(
+                url=url.rstrip("/") + REST_PATH,
+                protocol_binding=TransportProtocol.HTTP_JSON.value,
+                protocol_version=PROTOCOL_VERSION_CURRENT,
+            ),
         ],
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=False, extensions=[extension]

@@ -32,7 +32,6 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,10 +48,11 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+
 from dsh.a2a._protocol import ARTIFACT_ID, META_KEY, plain, to_struct_value
-from dsh.core import Agent, BusEvent, Context, Disposer, Event, TurnOutcome, last_output, text_of
+from dsh.core import Agent, Context, Event, TurnOutcome, last_output, text_of
 from dsh.subagent import SubagentProgress, SubagentUsage
-from dsh.subagent.kit import Lineage
+from dsh.subagent.kit import DelegationRelay, Lineage, RelayWatch, turn_usage
 
 __all__ = ["DshAgentExecutor"]
 
@@ -74,7 +74,9 @@ _STATES: dict[str, TaskState] = {
 _DSH_STOP = {"blocked": "error"}
 
 
-def _now_status(state: TaskState, text: str | None = None, **ids: str) -> TaskStatus:
+def _now_status(
+    state: TaskState, text: str | None = None, task_id: str = "", context_id: str = ""
+) -> TaskStatus:
     status = TaskStatus(state=state)
     if text:
         status.message.CopyFrom(
@@ -82,11 +84,29 @@ def _now_status(state: TaskState, text: str | None = None, **ids: str) -> TaskSt
                 role=Role.ROLE_AGENT,
                 message_id=f"status-{time.monotonic_ns()}",
                 parts=[Part(text=text)],
-                **ids,
+                task_id=task_id,
+                context_id=context_id,
             )
         )
     status.timestamp.FromDatetime(datetime.now(UTC))
     return status
+
+
+def _status_event(
+    task_id: str,
+    context_id: str,
+    state: TaskState,
+    text: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> TaskStatusUpdateEvent:
+    event = TaskStatusUpdateEvent(
+        task_id=task_id,
+        context_id=context_id,
+        status=_now_status(state, text, task_id, context_id),
+    )
+    if metadata:
+        event.metadata.update(to_struct_value(metadata))
+    return event
 
 
 class _TaskRun:
@@ -115,8 +135,8 @@ class _TaskRun:
         self.text_seq: int | None = None
         self.artifact_text: list[str] = []
         self.own_usage = SubagentUsage.unknown()
-        self.nested_usage = SubagentUsage()
-        self.nested_runs = 0
+        self.relay: RelayWatch | None = None
+        """The delegations under the agent during this task, relayed as progress."""
         self.pump: asyncio.Task[None] | None = None
 
     # -- outgoing events ------------------------------------------------------------
@@ -131,11 +151,7 @@ class _TaskRun:
         text: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> TaskStatusUpdateEvent:
-        ids = {"task_id": self.task_id, "context_id": self.context_id}
-        event = TaskStatusUpdateEvent(status=_now_status(state, text, **ids), **ids)
-        if metadata:
-            event.metadata.update(to_struct_value(metadata))
-        return event
+        return _status_event(self.task_id, self.context_id, state, text, metadata)
 
     def progress(self, item: SubagentProgress) -> None:
         self.send(
@@ -179,6 +195,9 @@ class _TaskRun:
                     return
                 if not self.closed:
                     await self.queue.enqueue_event(event)
+            except Exception as exc:  # the task's queue is gone (the task ended elsewhere)
+                _log.debug("task %s: an update was not delivered: %r", self.task_id, exc)
+                self.closed = True
             finally:
                 self.outbox.task_done()
 
@@ -203,7 +222,7 @@ class _TaskRun:
                 self.text(text, event.seq)
             usage = data.get("usage")
             if usage:
-                self.own_usage = _own_usage(self.agent.session.events, self.start)
+                self.own_usage = turn_usage(self.agent.session.events, self.start)
                 self.progress(SubagentProgress("usage", usage=self.own_usage))
         elif event.type == "tool/call":
             self.progress(
@@ -229,8 +248,9 @@ class _TaskRun:
             )
 
     def total_usage(self) -> SubagentUsage:
-        own = _own_usage(self.agent.session.events, self.start)
-        return own + self.nested_usage if self.nested_runs else own
+        own = turn_usage(self.agent.session.events, self.start)
+        relay = self.relay
+        return own + relay.usage if relay is not None and relay.runs else own
 
 
 class _Conversation:
@@ -267,14 +287,7 @@ class DshAgentExecutor(AgentExecutor):
         self._heartbeat = heartbeat
         self._conversations: dict[str, _Conversation] = {}
         self._tasks: dict[str, _TaskRun] = {}
-        self._by_agent: dict[str, _TaskRun] = {}
-        self._run_paths: dict[str, tuple[_TaskRun, tuple[str, ...]]] = {}
-        bus = ctx.events
-        self._offs: list[Disposer] = [
-            bus.on("subagent/start", self._on_run_start),
-            bus.on("subagent/progress", self._on_run_progress),
-            bus.on("subagent/end", self._on_run_end),
-        ]
+        self._relay: DelegationRelay | None = DelegationRelay(ctx)
         self._reaper: asyncio.Task[None] | None = ctx.spawn(self._reap_idle)
 
     @property
@@ -289,7 +302,6 @@ class DshAgentExecutor(AgentExecutor):
         task_id, context_id, message = context.task_id, context.context_id, context.message
         if not task_id or not context_id or message is None:
             raise ValueError("an A2A task needs a task id, a context id and a message")
-        ids = {"task_id": task_id, "context_id": context_id}
         if context.current_task is None:
             await event_queue.enqueue_event(
                 Task(
@@ -301,9 +313,7 @@ class DshAgentExecutor(AgentExecutor):
             )
 
         async def refuse(state: TaskState, text: str) -> None:
-            await event_queue.enqueue_event(
-                TaskStatusUpdateEvent(status=_now_status(state, text, **ids), **ids)
-            )
+            await event_queue.enqueue_event(_status_event(task_id, context_id, state, text))
 
         blocks = _to_dsh_blocks(message)
         if not blocks:
@@ -350,15 +360,7 @@ class DshAgentExecutor(AgentExecutor):
             await run.flush(_FLUSH)  # progress produced before the cancel goes out first
             run.closed = True
             metadata = {META_KEY: {"usage": run.total_usage().to_json(), "stopReason": "aborted"}}
-        event = TaskStatusUpdateEvent(
-            task_id=task_id,
-            context_id=context_id,
-            status=_now_status(
-                TaskState.TASK_STATE_CANCELED, cause, task_id=task_id, context_id=context_id
-            ),
-        )
-        if metadata:
-            event.metadata.update(to_struct_value(metadata))
+        event = _status_event(task_id, context_id, TaskState.TASK_STATE_CANCELED, cause, metadata)
         try:
             await event_queue.enqueue_event(event)
         finally:
@@ -388,7 +390,8 @@ class DshAgentExecutor(AgentExecutor):
         run = _TaskRun(task_id, context_id, agent, event_queue, self._heartbeat)
         conversation.run = run
         self._tasks[task_id] = run
-        self._by_agent[agent.id] = run
+        assert self._relay is not None
+        run.relay = self._relay.watch(agent, run.progress)
         unobserve = agent.observe(run.observe)
         run.send(run.status(TaskState.TASK_STATE_WORKING))
         run.pump = asyncio.get_running_loop().create_task(
@@ -458,10 +461,8 @@ class DshAgentExecutor(AgentExecutor):
 
     def _forget(self, run: _TaskRun) -> None:
         self._tasks.pop(run.task_id, None)
-        if self._by_agent.get(run.agent.id) is run:
-            del self._by_agent[run.agent.id]
-        for run_id in [r for r, (owner, _) in self._run_paths.items() if owner is run]:
-            del self._run_paths[run_id]
+        if run.relay is not None:
+            run.relay.close()
 
     def cancel_all(self, cause: str) -> None:
         """Cancel every running turn (their tasks end ``canceled`` with ``cause``)."""
@@ -496,73 +497,14 @@ class DshAgentExecutor(AgentExecutor):
 
     async def aclose(self) -> None:
         """Stop listening and reaping (the context closes the agents)."""
-        for off in self._offs:
-            off()
-        self._offs = []
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
             self._reaper = None
-
-    # -- nested delegations --------------------------------------------------------------
-
-    def _place(self, parent_agent: str, run_id: str) -> tuple[_TaskRun, tuple[str, ...]] | None:
-        run = self._by_agent.get(parent_agent)
-        if run is not None:
-            return run, (run_id,)
-        above = self._run_paths.get(parent_agent)  # in-process runs: run id == child agent id
-        if above is not None:
-            return above[0], (*above[1], run_id)
-        return None
-
-    def _on_run_start(self, event: BusEvent) -> None:
-        data = event.data
-        run_id = str(data["run_id"])
-        placed = self._place(event.scope or "", run_id)
-        if placed is None:
-            return
-        self._run_paths[run_id] = placed
-        run, path = placed
-        run.progress(
-            SubagentProgress(
-                "child_start",
-                path,
-                run_id=run_id,
-                provider=_opt_str(data.get("provider")),
-                label=_opt_str(data.get("label")),
-            )
-        )
-
-    def _on_run_progress(self, event: BusEvent) -> None:
-        placed = self._run_paths.get(str(event.data["run_id"]))
-        item = event.data.get("item")
-        if placed is None or not isinstance(item, SubagentProgress):
-            return
-        run, path = placed
-        run.progress(replace(item, path=(*path, *item.path)))
-
-    def _on_run_end(self, event: BusEvent) -> None:
-        data = event.data
-        run_id = str(data["run_id"])
-        placed = self._run_paths.pop(run_id, None)
-        if placed is None:
-            return
-        run, path = placed
-        usage = data.get("usage")
-        if isinstance(usage, SubagentUsage):
-            run.nested_usage = run.nested_usage + usage
-            run.nested_runs += 1
-        run.progress(
-            SubagentProgress(
-                "child_end",
-                path,
-                run_id=run_id,
-                provider=_opt_str(data.get("provider")),
-                label=_opt_str(data.get("label")),
-                stop_reason=str(data.get("stop_reason")),
-            )
-        )
 
 
 def _artifact(text: str) -> Artifact:
@@ -604,17 +546,3 @@ def _outcome(events: Sequence[Event], start: int) -> TurnOutcome | None:
         if events[index].type == "turn/end":
             return TurnOutcome.of(events[index])
     return None
-
-
-def _own_usage(events: Sequence[Event], start: int) -> SubagentUsage:
-    input_tokens = output_tokens = 0
-    seen = False
-    for index in range(start, len(events)):
-        event = events[index]
-        if event.type == "assistant/message":
-            usage = event.data.get("usage")
-            if usage:
-                seen = True
-                input_tokens += int(usage.get("input_tokens", 0))
-                output_tokens += int(usage.get("output_tokens", 0))
-    return SubagentUsage(input_tokens, output_tokens) if seen else SubagentUsage.unknown()

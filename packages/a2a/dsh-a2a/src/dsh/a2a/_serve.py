@@ -143,7 +143,10 @@ def serve_command(options: ServeOptions) -> int:
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted
+    # sockets whose proto says TCP; with Nagle on, every response after the first on a
+    # kept-alive connection waits for the client's delayed ACK (about 40 ms)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), port))
@@ -177,12 +180,16 @@ def _version() -> str:
 
 
 async def _serve(options: ServeOptions, preset: Preset, token: str | None) -> int:
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import (
+        create_agent_card_routes,
+        create_jsonrpc_routes,
+        create_rest_routes,
+    )
     from starlette.applications import Starlette
 
-    from a2a.server.request_handlers import DefaultRequestHandler
-    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
     from dsh.a2a._auth import BearerAuth, RedactingContextBuilder
-    from dsh.a2a._card import build_agent_card
+    from dsh.a2a._card import REST_PATH, build_agent_card
     from dsh.a2a._executor import DshAgentExecutor
     from dsh.a2a._store import TaskStoreError, open_task_store
     from dsh.core import Context
@@ -219,11 +226,15 @@ async def _serve(options: ServeOptions, preset: Preset, token: str | None) -> in
                     agent_card=card,
                     event_stream=opened.event_stream,
                 )
+                context_builder = RedactingContextBuilder()
                 app = Starlette(
                     routes=[
                         *create_agent_card_routes(card),
                         *create_jsonrpc_routes(
-                            handler, rpc_url="/", context_builder=RedactingContextBuilder()
+                            handler, rpc_url="/", context_builder=context_builder
+                        ),
+                        *create_rest_routes(
+                            handler, context_builder=context_builder, path_prefix=REST_PATH
                         ),
                     ]
                 )

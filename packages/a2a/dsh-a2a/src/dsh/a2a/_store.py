@@ -86,10 +86,9 @@ async def open_task_store(url: str | None) -> OpenedStore:
     driver = "aiosqlite" if target.startswith("sqlite") else "asyncpg"
     extra = "sqlite" if driver == "aiosqlite" else "postgresql"
     try:
+        from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
         from sqlalchemy import event
         from sqlalchemy.ext.asyncio import create_async_engine
-
-        from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
 
         __import__(driver)
     except ImportError as exc:

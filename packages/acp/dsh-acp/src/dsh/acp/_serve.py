@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp.core import AgentSideConnection
+
 from dsh.acp._framing import DEFAULT_MAX_LINE_BYTES
 from dsh.acp._transport import CancelRequestHandler, StrictAgentTransport
 

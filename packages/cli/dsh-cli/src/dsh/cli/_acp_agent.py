@@ -75,7 +75,6 @@ from acp.schema import (
 from dsh.acp import AcpAgentBase, McpServer, PromptBlock
 from dsh.core import Agent as DshAgent
 from dsh.core import (
-    BusEvent,
     Context,
     Disposer,
     Event,
@@ -85,8 +84,8 @@ from dsh.core import (
     TurnOutcome,
     text_of,
 )
-from dsh.subagent import SubagentProgress, SubagentUsage
-from dsh.subagent.kit import Lineage
+from dsh.subagent import SubagentProgress
+from dsh.subagent.kit import DelegationRelay, Lineage, RelayWatch, turn_usage
 
 __all__ = ["STOP_REASONS", "DshAcpAgent"]
 
@@ -116,8 +115,8 @@ class _Session:
     unobserve: Disposer | None = None
     prompting: bool = False
     last_used: float = field(default_factory=time.monotonic)
-    nested_usage: SubagentUsage = field(default_factory=lambda: SubagentUsage())
-    nested_runs: int = 0
+    relay: RelayWatch | None = None
+    """The delegations under this session's agent, relayed as updates."""
     closers: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
     """What to undo when the session goes: its approver, its MCP servers."""
 
@@ -145,16 +144,10 @@ class DshAcpAgent(AcpAgentBase):
         self._max_sessions = max_sessions
         self._session_idle = session_idle
         self._dsh_client = False
-        self._run_paths: dict[str, tuple[_Session, tuple[str, ...]]] = {}
-        self._offs: list[Disposer] = []
+        self._relay: DelegationRelay | None = None
         self._reaper: asyncio.Task[None] | None = None
         if ctx is not None:
-            bus = ctx.events
-            self._offs = [
-                bus.on("subagent/start", self._on_run_start),
-                bus.on("subagent/progress", self._on_run_progress),
-                bus.on("subagent/end", self._on_run_end),
-            ]
+            self._relay = DelegationRelay(ctx)
             self._reaper = ctx.spawn(self._reap_idle)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -287,8 +280,8 @@ class DshAcpAgent(AcpAgentBase):
         blocks = _to_dsh_blocks(prompt)
         start = len(agent.session)
         session.prompting = True
-        session.nested_usage = SubagentUsage()
-        session.nested_runs = 0
+        if session.relay is not None:
+            session.relay.reset_usage()
         try:
             # continue the caller's trace: W3C traceparent/tracestate from _meta (the acp
             # library spreads _meta keys into kwargs); a no-op unless a tracer is installed
@@ -344,6 +337,8 @@ class DshAcpAgent(AcpAgentBase):
 
         session.unobserve = agent.observe(observe)
         session.pump = self._ctx.spawn(self._pump, agent.id, session)
+        if self._relay is not None:
+            session.relay = self._relay.watch(agent, lambda item: _relay_update(session, item))
         session.closers.append(
             self._ctx.permissions.set_approver(self._approver(agent.id), agent=agent)
         )
@@ -431,8 +426,8 @@ class DshAcpAgent(AcpAgentBase):
             session.unobserve()
         if session.pump is not None:
             session.pump.cancel()
-        for run_id in [r for r, (s, _) in self._run_paths.items() if s is session]:
-            del self._run_paths[run_id]
+        if session.relay is not None:
+            session.relay.close()
         if not session.agent.running and not session.closers:
             session.agent.close_now()
         else:
@@ -447,8 +442,8 @@ class DshAcpAgent(AcpAgentBase):
 
     async def aclose(self) -> None:
         """Stop every session's pump and observer, and the idle reaper."""
-        for off in self._offs:
-            off()
+        if self._relay is not None:
+            self._relay.close()
         if self._reaper is not None:
             self._reaper.cancel()
         for session in self._sessions.values():
@@ -465,76 +460,24 @@ class DshAcpAgent(AcpAgentBase):
             await _run_closers(session)
         self._sessions.clear()
 
-    # -- nested delegations as updates ------------------------------------------------
 
-    def _on_run_start(self, event: BusEvent) -> None:
-        data = event.data
-        run_id = str(data["run_id"])
-        parent = event.scope or ""
-        placed = self._place(parent, run_id)
-        if placed is None:
-            return
-        session, path = placed
-        self._run_paths[run_id] = placed
-        item = SubagentProgress(
-            "child_start",
-            path,
-            run_id=run_id,
-            provider=data.get("provider"),
-            label=data.get("label"),
-        )
-        title = str(data.get("label") or data.get("provider") or "subagent")
-        update = start_tool_call(
+def _relay_update(session: _Session, item: SubagentProgress) -> None:
+    """A nested run's item as an update: its own ``tool_call`` named ``dsh-run-<id>``
+    (started at child_start, ended at child_end), the item in ``_meta.dsh.progress``."""
+    run_id = item.path[-1]
+    meta = {"dsh": {"progress": item.to_json()}}
+    if item.kind == "child_start":
+        title = item.label or item.provider or "subagent"
+        update: Update = start_tool_call(
             _run_call_id(run_id), f"subagent: {title}", kind="other", status="in_progress"
         )
-        update.field_meta = {"dsh": {"progress": item.to_json()}}
-        session.updates.put_nowait(update)
-
-    def _place(self, parent_agent: str, run_id: str) -> tuple[_Session, tuple[str, ...]] | None:
-        session = self._sessions.get(parent_agent)
-        if session is not None:
-            return session, (run_id,)
-        above = self._run_paths.get(parent_agent)  # in-process runs: run id == child agent id
-        if above is not None:
-            return above[0], (*above[1], run_id)
-        return None
-
-    def _on_run_progress(self, event: BusEvent) -> None:
-        placed = self._run_paths.get(str(event.data["run_id"]))
-        item = event.data.get("item")
-        if placed is None or not isinstance(item, SubagentProgress):
-            return
-        session, path = placed
-        full = (*path, *item.path)
-        update = update_tool_call(_run_call_id(full[-1]))
-        update.field_meta = {"dsh": {"progress": {**item.to_json(), "path": list(full)}}}
-        session.updates.put_nowait(update)
-
-    def _on_run_end(self, event: BusEvent) -> None:
-        data = event.data
-        run_id = str(data["run_id"])
-        placed = self._run_paths.pop(run_id, None)
-        if placed is None:
-            return
-        session, path = placed
-        stop = str(data.get("stop_reason"))
-        usage = data.get("usage")
-        if isinstance(usage, SubagentUsage):
-            session.nested_usage = session.nested_usage + usage
-            session.nested_runs += 1
-        item = SubagentProgress(
-            "child_end",
-            path,
-            run_id=run_id,
-            provider=data.get("provider"),
-            label=data.get("label"),
-            stop_reason=stop,
-        )
-        update = update_tool_call(
-            _run_call_id(run_id), status="completed" if stop == "completed" else "failed"
-        )
-        update.field_meta = {"dsh": {"progress": item.to_json()}}
-        session.updates.put_nowait(update)
+    elif item.kind == "child_end":
+        ok = item.stop_reason == "completed"
+        update = update_tool_call(_run_call_id(run_id), status="completed" if ok else "failed")
+    else:
+        update = update_tool_call(_run_call_id(run_id))
+    update.field_meta = meta
+    session.updates.put_nowait(update)
 
 
 async def _run_closers(session: _Session) -> None:
@@ -632,7 +575,7 @@ def _live(agent: DshAgent, event: Event, dsh_client: bool) -> list[Update]:
 def _usage_update(agent: DshAgent) -> UsageUpdate:
     """The turn's running usage, for a dsh client (``_meta.dsh.usage``)."""
     events = agent.session.events
-    own = _own_usage(events, _turn_start(events))
+    own = turn_usage(events, _turn_start(events))
     return UsageUpdate(
         session_update="usage_update",
         used=own.total_tokens,
@@ -685,20 +628,6 @@ def _turn_start(events: Sequence[Event]) -> int:
     return 0
 
 
-def _own_usage(events: Sequence[Event], start: int) -> SubagentUsage:
-    input_tokens = output_tokens = 0
-    seen = False
-    for index in range(start, len(events)):
-        event = events[index]
-        if event.type == "assistant/message":
-            usage = event.data.get("usage")
-            if usage:
-                seen = True
-                input_tokens += int(usage.get("input_tokens", 0))
-                output_tokens += int(usage.get("output_tokens", 0))
-    return SubagentUsage(input_tokens, output_tokens) if seen else SubagentUsage.unknown()
-
-
 def _answer(events: Sequence[Event], start: int, session: _Session) -> PromptResponse:
     outcome: TurnOutcome | None = None
     for index in range(start, len(events)):
@@ -714,9 +643,10 @@ def _answer(events: Sequence[Event], start: int, session: _Session) -> PromptRes
             f"dsh turn {outcome.stop_reason}: {detail}",
             {"stopReason": outcome.stop_reason, "error": outcome.error},
         )
-    total = _own_usage(events, start)
-    if session.nested_runs:
-        total = total + session.nested_usage
+    total = turn_usage(events, start)
+    relay = session.relay
+    if relay is not None and relay.runs:
+        total = total + relay.usage
     usage = Usage(
         input_tokens=total.input_tokens,
         output_tokens=total.output_tokens,

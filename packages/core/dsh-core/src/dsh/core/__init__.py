@@ -11,6 +11,7 @@ from dsh.core._context import Context
 from dsh.core._effects import AsyncDisposer, Disposer, EffectScope
 from dsh.core._errors import ConfigError, DshError
 from dsh.core._events import ANY, BusEvent, EventBus
+from dsh.core._gc import tune_gc
 from dsh.core._jobs import (
     MAX_RUNNING_PER_OWNER,
     Job,
@@ -70,6 +71,7 @@ from dsh.core._session import (
     SessionHeader,
     SessionStore,
     TornTail,
+    new_session_id,
 )
 from dsh.core._signals import Aborted, AbortSignal
 from dsh.core._tools import (
@@ -170,9 +172,11 @@ __all__ = [
     "load_named_preset",
     "load_preset",
     "named_presets",
+    "new_session_id",
     "parse_preset",
     "text_block",
     "text_of",
     "tool",
+    "tune_gc",
     "validation_problems",
 ]

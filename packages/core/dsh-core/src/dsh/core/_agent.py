@@ -163,12 +163,14 @@ class Agent:
         self._observers = (*self._observers, observer)
         if deltas:
             self._delta_observers = (*self._delta_observers, observer)
+        return _Unobserve(self, observer)
 
-        def remove() -> None:
+    def unobserve(self, observer: AgentObserver) -> None:
+        """Stop calling ``observer`` (what the disposer :meth:`observe` returns does)."""
+        if observer in self._observers:
             self._observers = tuple(o for o in self._observers if o is not observer)
+        if observer in self._delta_observers:
             self._delta_observers = tuple(o for o in self._delta_observers if o is not observer)
-
-        return remove
 
     _MESSAGE_TYPES = frozenset(
         ("user/message", "assistant/message", "tool/call", "tool/result", "turn/start", "turn/end")
@@ -431,6 +433,19 @@ class Agent:
         pending, self._steer = self._steer, None
         for blocks, extra in pending or ():
             self._append("user/message", {"content": blocks, **extra})
+
+
+class _Unobserve:
+    """The disposer :meth:`Agent.observe` returns (one small object, not a closure)."""
+
+    __slots__ = ("_agent", "_observer")
+
+    def __init__(self, agent: Agent, observer: AgentObserver) -> None:
+        self._agent = agent
+        self._observer = observer
+
+    def __call__(self) -> None:
+        self._agent.unobserve(self._observer)
 
 
 def _turns_so_far(events: Sequence[Event]) -> int:

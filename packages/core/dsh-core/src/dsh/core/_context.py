@@ -29,6 +29,7 @@ import anyio
 from dsh.core._agents import NO_MODEL_HELP, AgentRegistry, ConfigError
 from dsh.core._effects import Disposer
 from dsh.core._events import EventBus
+from dsh.core._gc import tune_gc
 from dsh.core._jobs import JobRegistry
 from dsh.core._llm import BoundModel, LLMRuntime
 from dsh.core._permissions import Permissions, PermissionsConfig
@@ -108,7 +109,12 @@ class Context:
         cwd: str | os.PathLike[str] | None = None,
         sessions_dir: str | os.PathLike[str] | None = None,
     ) -> AsyncIterator[Context]:
-        """Open a context, load the preset's enabled rows, and tear it all down on exit."""
+        """Open a context, load the preset's enabled rows, and tear it all down on exit.
+
+        The first open in a process also makes the garbage collector's full
+        collections rarer (:func:`~dsh.core.tune_gc`; ``DSH_GC_TUNING=off`` keeps
+        CPython's schedule)."""
+        tune_gc()
         ctx = cls(
             defaults=preset.agent if preset is not None else None,
             cwd=cwd,

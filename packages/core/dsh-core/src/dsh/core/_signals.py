@@ -77,13 +77,13 @@ class AbortSignal:
         if self._callbacks is None:
             self._callbacks = []
         self._callbacks.append(callback)
+        return _Unlink(self, callback)
 
-        def remove() -> None:
-            if self._callbacks is not None:
-                with contextlib.suppress(ValueError):
-                    self._callbacks.remove(callback)
-
-        return remove
+    def _remove(self, callback: Callable[[str], None]) -> None:
+        callbacks = self._callbacks
+        if callbacks is not None:
+            with contextlib.suppress(ValueError):
+                callbacks.remove(callback)
 
     def raise_if_aborted(self) -> None:
         """Raise :class:`Aborted` if the signal has fired."""
@@ -110,6 +110,20 @@ class AbortSignal:
     def __repr__(self) -> str:
         state = f"aborted: {self._reason!r}" if self._reason is not None else "live"
         return f"<AbortSignal {state}>"
+
+
+class _Unlink:
+    """The disposer :meth:`AbortSignal.on_abort` returns (one small object, not a
+    closure with its cells: every tool call and child run makes one)."""
+
+    __slots__ = ("_callback", "_signal")
+
+    def __init__(self, signal: AbortSignal, callback: Callable[[str], None]) -> None:
+        self._signal = signal
+        self._callback = callback
+
+    def __call__(self) -> None:
+        self._signal._remove(self._callback)
 
 
 def _call(callback: Callable[[str], None], reason: str) -> None:

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
+import anyio
+
 from dsh.subagent import (
     NO_START_CAPABILITIES,
+    StartAborted,
     SubagentCapabilities,
     SubagentRun,
     SubagentStartRequest,
 )
 from dsh.subagent_a2a._config import A2AProviderConfig
-from dsh.subagent_a2a._run import A2ARun
 
 __all__ = ["A2AProvider"]
+
+_RUN_MODULE = "dsh.subagent_a2a._run"
+_loaded: ModuleType | None = None
+
+
+async def _run_module() -> ModuleType:
+    """The run's module, imported on the first start in a worker thread: it imports the
+    A2A SDK (about half a second), which a preset that merely lists the provider should
+    not pay for, and which must not stall the event loop."""
+    global _loaded
+    if _loaded is None:
+        _loaded = await anyio.to_thread.run_sync(importlib.import_module, _RUN_MODULE)
+    return _loaded
+
 
 _DEPTH_ONLY = SubagentCapabilities(depth_limit=True)
 
@@ -41,4 +60,9 @@ class A2AProvider:
 
     async def start(self, request: SubagentStartRequest) -> SubagentRun:
         """Fetch the card, publish the run, send the task."""
-        return await A2ARun(self.name, request, self.config).launch()
+        module = await _run_module()
+        if request.signal.aborted:
+            raise StartAborted(f"subagent start aborted: {request.signal.reason}")
+        run = module.A2ARun(self.name, request, self.config)
+        launched: SubagentRun = await run.launch()
+        return launched

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from dsh.acp import DEFAULT_MAX_LINE_BYTES
-from dsh.subprocess import SubprocessConfig
+from dsh.subprocess import PoolConfig, SubprocessConfig
 
 __all__ = ["AcpProviderConfig"]
 
@@ -44,3 +44,8 @@ class AcpProviderConfig(SubprocessConfig):
     (``error``), or get skipped (``skip``, for agents that print banners)."""
     max_message_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1024)
     """Largest single message accepted from the agent (a longer line fails the run)."""
+    pool: PoolConfig = PoolConfig()
+    """Warm agent processes, e.g. ``{ size = 2, max_runs = 50, idle_timeout = 300 }``:
+    each run then takes an initialized agent and opens its own session on it (one
+    run per process at a time). Off by default (``size = 0``): children of one
+    process share what the agent keeps in memory between sessions; see the docs."""

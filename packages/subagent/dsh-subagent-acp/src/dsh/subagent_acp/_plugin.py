@@ -11,8 +11,12 @@ __all__ = ["plugin"]
 
 
 def apply(ctx: Context, config: AcpProviderConfig, effects: EffectScope) -> None:
-    """Register an ACP provider named ``config.name`` (``acp`` by default)."""
-    effects.add(SubagentRuntime.of(ctx).register_provider(AcpProvider(config)))
+    """Register an ACP provider named ``config.name`` (``acp`` by default); with a pool,
+    warm it up now (it closes with the context, or when the row is unloaded)."""
+    provider = AcpProvider(config)
+    effects.add(SubagentRuntime.of(ctx).register_provider(provider))
+    effects.add(provider.aclose)
+    provider.pool(ctx)
 
 
 plugin = Plugin("dsh-subagent-acp", apply, AcpProviderConfig)

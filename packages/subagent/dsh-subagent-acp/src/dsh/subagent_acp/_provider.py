@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+
+from dsh.core import Context
 from dsh.subagent import (
     NO_START_CAPABILITIES,
     SubagentCapabilities,
     SubagentRun,
     SubagentStartRequest,
 )
+from dsh.subagent_acp._agent import AcpAgentProcess, start_pooled
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._run import AcpRun
+from dsh.subprocess import PoolsByContext, ProcessPool, provider_env
 
 __all__ = ["AcpProvider"]
 
@@ -26,6 +31,9 @@ class AcpProvider:
     raises and leaves no process behind. With ``depth_limit = true`` (an agent that
     honours dsh's depth limit, such as ``dsh acp``) it has the ``depth_limit``
     capability; it has no other start capability.
+
+    With ``pool.size`` > 0 each context keeps that many initialized agent processes
+    (:meth:`pool`); a run takes one, opens its own session, and gives it back.
     """
 
     inherits_parent_context = False
@@ -36,10 +44,40 @@ class AcpProvider:
         self.capabilities: SubagentCapabilities = (
             _DEPTH_ONLY if config.depth_limit else NO_START_CAPABILITIES
         )
+        self._pools: PoolsByContext[AcpAgentProcess] | None = (
+            PoolsByContext(self._make_pool) if config.pool.enabled else None
+        )
 
     def __repr__(self) -> str:
         return f"<AcpProvider {self.name}: {' '.join(self.config.argv)}>"
 
     async def start(self, request: SubagentStartRequest) -> SubagentRun:
-        """Spawn the agent, open an ACP session, publish the run, send the prompt."""
-        return await AcpRun(self.name, request, self.config).launch()
+        """Spawn the agent (or take a warm one), open an ACP session, publish the run,
+        send the prompt."""
+        pool = self.pool(request.parent.ctx)
+        return await AcpRun(self.name, request, self.config, pool).launch()
+
+    def pool(self, ctx: Context) -> ProcessPool[AcpAgentProcess] | None:
+        """The context's warm pool (started on first use); None when pooling is off or
+        the context is closing."""
+        return self._pools.get(ctx) if self._pools is not None else None
+
+    async def aclose(self) -> None:
+        """Close the warm pools (processes a run holds close when it is done)."""
+        if self._pools is not None:
+            await self._pools.aclose()
+
+    def _make_pool(self, ctx: Context) -> ProcessPool[AcpAgentProcess]:
+        config = self.config
+        env = provider_env(config)  # no run's depth variables: those go in _meta.dsh
+        cwd = config.cwd or ctx.cwd
+        return ProcessPool(
+            functools.partial(start_pooled, provider=self.name, config=config, env=env, cwd=cwd),
+            config.pool,
+            name=self.name,
+            env=env,
+            cwd=cwd,
+            start_timeout=config.start_timeout,
+            eof_grace=config.eof_grace,
+            term_grace=config.term_grace,
+        )

@@ -1,5 +1,12 @@
 """One ``acp`` run on the provider kit: spawn, ``initialize``, ``session/new``,
-``session/prompt``, ``session/cancel``; the kit does the rest."""
+``session/prompt``, ``session/cancel``; the kit does the rest.
+
+With a warm pool the run takes an initialized agent process instead of starting
+one, opens its own session on it (in the run's cwd, with the run's lineage in
+``_meta.dsh``), and gives the process back when done: after ``session/close``
+(where the agent advertises it) if the turn ended cleanly, else the process is
+recycled.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +19,13 @@ from dsh.subagent import (
     SubagentStartRequest,
     SubagentUsage,
 )
+from dsh.subagent_acp._agent import AcpAgentProcess, describe_failure
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._connection import AcpConnection, LinkError, RemoteError
 from dsh.subagent_acp._fold import SessionFold
-from dsh.subprocess import SubprocessRun
+from dsh.subprocess import ProcessPool, SubprocessRun
 
-__all__ = ["PROTOCOL_VERSION", "STOP_REASONS", "AcpRun"]
-
-PROTOCOL_VERSION = 1
+__all__ = ["STOP_REASONS", "AcpRun"]
 
 STOP_REASONS = {
     "end_turn": "completed",
@@ -33,7 +39,10 @@ _PREFERENCE: dict[str, tuple[str, ...]] = {
     "allow": ("allow_once", "allow_always"),
     "reject": ("reject_once", "reject_always"),
 }
-_VERSION = "0.1.0"
+_CLEAN_STOPS = frozenset({"end_turn", "max_tokens", "refusal"})
+"""ACP stop reasons after which the agent process is fit for another run."""
+_SESSION_CLOSE_BOUND = 5.0
+"""Seconds a pooled agent gets to confirm ``session/close`` before it is recycled."""
 
 
 class AcpRun(SubprocessRun):
@@ -42,32 +51,61 @@ class AcpRun(SubprocessRun):
     config: AcpProviderConfig
 
     def __init__(
-        self, provider: str, request: SubagentStartRequest, config: AcpProviderConfig
+        self,
+        provider: str,
+        request: SubagentStartRequest,
+        config: AcpProviderConfig,
+        pool: ProcessPool[AcpAgentProcess] | None = None,
     ) -> None:
         super().__init__(provider, request, config)
+        if pool is not None and self.child_env(lineage=False) != pool.env:
+            pool = None  # the environment changed since the pool started: a process of its own
+        self.pool = pool
+        """The provider's warm pool (None: the run starts its own agent process)."""
         self.fold = SessionFold()
+        self.agent: AcpAgentProcess | None = None
+        """The agent process (its own, or one taken from the pool)."""
         self.conn: AcpConnection | None = None
         self.session_id: str | None = None
         self.decisions: dict[str, int] = {}
         """How many permission requests got each answer (option kind or ``cancelled``)."""
         self.cancelled = False
         self._reported_usage = SubagentUsage.unknown()
+        self._clean = False
+        self._released = False
+        self._tail_mark = 0
 
     # -- the hooks --------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Spawn the agent, ``initialize``, ``session/new``."""
-        child = await self.spawn(what=f"{self.provider} agent")
-        self.conn = AcpConnection(
-            child,
-            max_line_bytes=self.config.max_message_bytes,
-            skip_garbage=self.config.stdout_garbage == "skip",
-            on_notification=self.fold.feed,
-            on_request=self._on_request,
-        )
-        self.stages.enter("initialize")
-        init = await self.conn.request("initialize", self._initialize_params())
-        self._check_initialize(init)
+        """Spawn the agent and ``initialize`` it (or take a warm one), ``session/new``."""
+        if self.pool is None:
+            child = await self.spawn(what=f"{self.provider} agent")
+            self._use(AcpAgentProcess(child, self.config))
+            assert self.agent is not None
+            await self.agent.initialize({"dsh": self.lineage.meta()}, self.stages)
+            await self._new_session()
+            return
+        for attempt in (1, 2):
+            self.stages.enter("start")
+            self._use(await self.pool.acquire())
+            try:
+                await self._new_session()
+                return
+            except LinkError as exc:
+                if attempt == 2 or exc.kind not in ("exited", "closed"):
+                    raise
+            # the warm process died before it could serve (a race with its exit): another
+            await self._give_back(reuse=False, reason="exited")
+
+    def _use(self, agent: AcpAgentProcess) -> None:
+        self.agent, self.child, self.conn = agent, agent.child, agent.conn
+        self._released = False
+        self._tail_mark = agent.child.stderr_tail.position
+        agent.user = self
+
+    async def _new_session(self) -> None:
+        assert self.conn is not None
         self.stages.enter("session/new")
         session = await self.conn.request(
             "session/new",
@@ -107,6 +145,7 @@ class AcpRun(SubprocessRun):
             )
         self._reported_usage = _usage_of(response.get("usage"))
         acp_reason = response["stopReason"]
+        self._clean = acp_reason in _CLEAN_STOPS
         stop = STOP_REASONS.get(acp_reason, "error")
         diagnostic: str | None = None
         if stop == "aborted":
@@ -127,10 +166,50 @@ class AcpRun(SubprocessRun):
         return await self.conn.notify("session/cancel", {"sessionId": self.session_id})
 
     async def close(self) -> None:
-        """Stop reading, then tear the process tree down."""
-        if self.conn is not None:
-            await self.conn.close()
-        await super().close()
+        """Its own process: stop reading, then tear the process tree down. A pooled
+        one: ``session/close`` and back to the pool after a clean turn, else recycled."""
+        agent = self.agent
+        if agent is None:
+            await super().close()  # (a spawn that never became an agent process)
+            return
+        if self.pool is None:
+            await agent.aclose(
+                eof_grace=self.config.eof_grace if self.published else 0.0,
+                term_grace=self.config.term_grace,
+            )
+            return
+        if self._released:
+            return
+        if not self.published:  # the start failed or was aborted midway
+            await self._give_back(reuse=False, reason="cancelled" if self.stop.aborted else "error")
+        elif self.stopped:
+            await self._give_back(reuse=False, reason="cancelled")
+        else:
+            # a clean turn on a healthy process, whose session closed if it can be
+            reuse = (
+                self._clean
+                and agent.healthy
+                and (
+                    not agent.closes_sessions
+                    or self.session_id is None
+                    or await agent.close_session(self.session_id, _SESSION_CLOSE_BOUND)
+                )
+            )
+            await self._give_back(reuse=reuse, reason="error")
+
+    async def _give_back(self, *, reuse: bool, reason: str = "error") -> None:
+        agent, pool = self.agent, self.pool
+        assert agent is not None
+        assert pool is not None
+        if agent.user is self:
+            agent.user = None
+        self._released = True
+        await pool.release(agent, reuse=reuse, reason=reason)
+
+    def kill_now(self) -> None:
+        """SIGKILL the agent's tree (a pooled one only while this run holds it)."""
+        if self.pool is None or not self._released:
+            super().kill_now()
 
     def partial_output(self) -> str:
         """The text of the last agent message so far."""
@@ -142,20 +221,18 @@ class AcpRun(SubprocessRun):
 
     def describe(self, error: BaseException) -> str:
         """The stage and the link's own words, plus the permission answers given."""
-        if isinstance(error, LinkError):
-            text = f"{self.provider} {self.stages.current} failed: {error.message}"
-        else:
-            text = super().describe(error)
-        return self._with_permissions(text)
+        return self._with_permissions(describe_failure(self.stages, error))
 
     def details(self) -> str:
-        """Notices the agent sent, then its stderr tail."""
+        """Notices the agent sent, then its stderr tail (of a pooled process: what it
+        wrote while this run held it)."""
         parts = []
         if self.fold.notices:
             parts.append("agent notices: " + "; ".join(self.fold.notices[-3:]))
-        tail = super().details()
-        if tail:
-            parts.append(tail)
+        if self.child is not None:
+            tail = self.child.stderr_tail.text(1500, since=self._tail_mark)
+            if tail:
+                parts.append(f"{self.provider} stderr (last lines):\n{tail}")
         return "\n".join(parts)
 
     def on_progress_wanted(self, handle: RunHandle) -> Any:
@@ -167,39 +244,14 @@ class AcpRun(SubprocessRun):
 
         return stop
 
-    # -- protocol details --------------------------------------------------------------
+    # -- what the agent process routes to the run --------------------------------------
 
-    def _initialize_params(self) -> dict[str, Any]:
-        return {
-            "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": {
-                "fs": {"readTextFile": False, "writeTextFile": False},
-                "terminal": False,
-                "session": {"notices": {}},
-            },
-            "clientInfo": {"name": "dsh-subagent-acp", "version": _VERSION},
-            "_meta": {"dsh": self.lineage.meta()},
-        }
+    def on_update(self, message: dict[str, Any]) -> None:
+        """A notification: folded when it is an update of this run's session."""
+        self.fold.feed(message)
 
-    def _check_initialize(self, init: Any) -> None:
-        if not isinstance(init, dict):
-            raise LinkError(f"the agent answered initialize with {str(init)[:200]}", "protocol")
-        version = init.get("protocolVersion")
-        if version != PROTOCOL_VERSION:
-            raise LinkError(
-                f"the agent speaks ACP protocol version {version};"
-                f" dsh-subagent-acp speaks version {PROTOCOL_VERSION}",
-                "protocol",
-            )
-        if self.config.depth_limit and not _confirms_depth_limit(init):
-            raise StartFailed(
-                f"{self.provider} initialize failed: the provider is configured with"
-                " depth_limit = true but the agent does not confirm that it honours dsh's"
-                " depth limit (agentCapabilities._meta.dsh.depthLimit); use an agent that"
-                " does (dsh acp) or set depth_limit = false"
-            )
-
-    async def _on_request(self, method: str, params: Any) -> Any:
+    async def on_request(self, method: str, params: Any) -> Any:
+        """A request of the agent about this run's session: permission by policy."""
         if method == "session/request_permission":
             return self._permission(params)
         raise RemoteError(-32601, f"Method not found: {method}")
@@ -224,13 +276,6 @@ class AcpRun(SubprocessRun):
         parts = [f"{count} answered {kind}" for kind, count in self.decisions.items()]
         policy = self.config.permission
         return f"{text}\npermission requests ({policy} policy): " + ", ".join(parts)
-
-
-def _confirms_depth_limit(init: dict[str, Any]) -> bool:
-    capabilities = init.get("agentCapabilities")
-    meta = capabilities.get("_meta") if isinstance(capabilities, dict) else None
-    dsh = meta.get("dsh") if isinstance(meta, dict) else None
-    return isinstance(dsh, dict) and dsh.get("depthLimit") is True
 
 
 def _usage_of(usage: Any) -> SubagentUsage:

@@ -17,7 +17,7 @@ Cancel sends ``turn/interrupt``, then the process group is torn down::
     config = { provider = "codex", tool_name = "subagent_codex", max_depth = "provider-managed" }
 """
 
-from dsh.subagent_codex._config import CodexConfig, PermissionMode
+from dsh.subagent_codex._config import CodexConfig, CodexPoolConfig, PermissionMode
 from dsh.subagent_codex._provider import CodexProvider, plugin
 
-__all__ = ["CodexConfig", "CodexProvider", "PermissionMode", "plugin"]
+__all__ = ["CodexConfig", "CodexPoolConfig", "CodexProvider", "PermissionMode", "plugin"]

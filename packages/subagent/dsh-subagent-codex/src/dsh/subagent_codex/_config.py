@@ -11,9 +11,16 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from dsh.subprocess import SubprocessConfig
+from dsh.subprocess import PoolConfig, SubprocessConfig
 
-__all__ = ["PERMISSION_MODES", "CodexConfig", "PermissionMode", "PermissionSettings", "toml_value"]
+__all__ = [
+    "PERMISSION_MODES",
+    "CodexConfig",
+    "CodexPoolConfig",
+    "PermissionMode",
+    "PermissionSettings",
+    "toml_value",
+]
 
 PermissionMode = Literal["read-only", "workspace-write", "auto-approve", "full-access"]
 
@@ -43,6 +50,14 @@ PERMISSION_MODES: Mapping[str, PermissionSettings] = {
 """``permission_mode`` → sandbox, approval policy and the answer to approval requests."""
 
 _RENAMED = {"startup_timeout": "start_timeout"}
+
+
+class CodexPoolConfig(PoolConfig):
+    """``pool = { size = 1, max_runs = 50, idle_timeout = 300, concurrency = 1 }``."""
+
+    concurrency: int = Field(1, ge=1, le=64)
+    """Runs at once on one app-server, one thread each (codex tells their messages
+    apart by thread id). A crash of the app-server fails every run on it."""
 
 
 class CodexConfig(SubprocessConfig):
@@ -80,6 +95,11 @@ class CodexConfig(SubprocessConfig):
     permission_mode: PermissionMode = "read-only"
     """Sandbox and approval answers: ``read-only`` (default), ``workspace-write``,
     ``auto-approve`` or ``full-access`` (see :data:`PERMISSION_MODES`)."""
+    pool: CodexPoolConfig = CodexPoolConfig()
+    """Warm app-servers, e.g. ``{ size = 1, max_runs = 50, idle_timeout = 300 }``: a run
+    then takes a handshaken app-server and starts its own thread on it. Off by default
+    (``size = 0``): runs on one app-server share its process, its configuration and
+    auth as read at its start, and its caches; see the docs."""
 
     @model_validator(mode="before")
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from dsh.core import Context, EffectScope, Plugin
 from dsh.subagent import (
     NO_START_CAPABILITIES,
@@ -10,8 +12,10 @@ from dsh.subagent import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from dsh.subagent_codex._appserver import CodexAppServer, base_extra_env, start_pooled
 from dsh.subagent_codex._config import CodexConfig
 from dsh.subagent_codex._run import CodexRun
+from dsh.subprocess import PoolsByContext, ProcessPool, provider_env
 
 __all__ = ["CodexProvider", "plugin"]
 
@@ -23,6 +27,9 @@ class CodexProvider:
     (config ``cwd``, else the parent session's), one turn with the prompt, the
     last completed agent message as the output. No start capabilities: codex
     manages its own depth, tools and persona.
+
+    With ``pool.size`` > 0 each context keeps that many handshaken app-servers
+    (:meth:`pool`); a run takes one, starts its own thread on it, and gives it back.
     """
 
     inherits_parent_context = False
@@ -31,21 +38,56 @@ class CodexProvider:
         self.config = config or CodexConfig()
         self.name = self.config.name
         self.capabilities: SubagentCapabilities = NO_START_CAPABILITIES
+        self._pools: PoolsByContext[CodexAppServer] | None = (
+            PoolsByContext(self._make_pool) if self.config.pool.enabled else None
+        )
 
     async def start(self, request: SubagentStartRequest) -> SubagentRun:
-        """Start ``codex app-server``, handshake, and publish the run.
+        """Start ``codex app-server`` (or take a warm one), handshake, and publish the run.
 
         Raises ``ABORTED`` if the request's signal fires first, ``INVALID_REQUEST``
         for a prompt without text or an unusable cwd, ``START_FAILED`` when the
         process cannot start or the handshake fails (or takes over
         ``start_timeout``); no process is left then.
         """
-        return await CodexRun(self.config, request).launch()
+        pool = self.pool(request.parent.ctx)
+        return await CodexRun(self.config, request, pool).launch()
+
+    def pool(self, ctx: Context) -> ProcessPool[CodexAppServer] | None:
+        """The context's warm pool (started on first use); None when pooling is off or
+        the context is closing."""
+        return self._pools.get(ctx) if self._pools is not None else None
+
+    async def aclose(self) -> None:
+        """Close the warm pools (app-servers a run holds close when it is done)."""
+        if self._pools is not None:
+            await self._pools.aclose()
+
+    def _make_pool(self, ctx: Context) -> ProcessPool[CodexAppServer]:
+        config = self.config
+        # no run's depth variables (each thread gets them) and no trace context
+        env = provider_env(config, base_extra_env(config))
+        cwd = config.cwd or ctx.cwd
+        return ProcessPool(
+            functools.partial(start_pooled, config=config, env=env, cwd=cwd),
+            config.pool,
+            name=self.name,
+            env=env,
+            cwd=cwd,
+            concurrency=config.pool.concurrency,
+            start_timeout=config.start_timeout,
+            eof_grace=config.eof_grace,
+            term_grace=config.term_grace,
+        )
 
 
 def _apply(ctx: Context, config: CodexConfig, effects: EffectScope) -> None:
-    """Register a codex provider named ``config.name`` (default ``codex``)."""
-    effects.add(SubagentRuntime.of(ctx).register_provider(CodexProvider(config)))
+    """Register a codex provider named ``config.name`` (default ``codex``); with a pool,
+    warm it up now (it closes with the context, or when the row is unloaded)."""
+    provider = CodexProvider(config)
+    effects.add(SubagentRuntime.of(ctx).register_provider(provider))
+    effects.add(provider.aclose)
+    provider.pool(ctx)
 
 
 plugin = Plugin("dsh-subagent-codex", _apply, CodexConfig)

@@ -6,15 +6,21 @@
 publication, ``turn_timeout``, teardown, settling once). Every request is raced
 against codex going away and against a fatal answer (an unknown server request,
 a rejected configuration), so a dead or misbehaving codex fails the run at once.
+
+With a warm pool the run takes a handshaken app-server instead of starting one
+and opens its own ephemeral thread on it (the run's cwd; the run's depth
+variables in the thread's ``config`` as ``shell_environment_policy.set``, so
+commands codex runs for it get them); after a completed turn the thread is
+unsubscribed and the app-server goes back to the pool, else it is recycled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
-from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import anyio
@@ -26,10 +32,16 @@ from dsh.subagent import (
     SubagentStartRequest,
     SubagentUsage,
 )
+from dsh.subagent_codex._appserver import (
+    INSTALL_HINT,
+    CodexAppServer,
+    base_extra_env,
+    describe_warning,
+    invalid_configuration,
+)
 from dsh.subagent_codex._config import CodexConfig
 from dsh.subagent_codex._policy import decide
 from dsh.subagent_codex._rpc import (
-    AppServerConnection,
     ConnectionClosed,
     Notification,
     RpcError,
@@ -37,24 +49,14 @@ from dsh.subagent_codex._rpc import (
     ServerRequestAnswer,
 )
 from dsh.subagent_codex._turn import TurnTracker
-from dsh.subprocess import SubprocessRun
+from dsh.subprocess import ProcessPool, SubprocessRun
 
 __all__ = ["CodexFailure", "CodexRun"]
 
 _log = logging.getLogger("dsh.subagent_codex")
 
-_OPT_OUT = ["account/rateLimits/updated", "remoteControl/status/changed", "thread/started"]
-"""Notifications the provider never reads (codex then does not send them)."""
-
-_INSTALL_HINT = (
-    "install the Codex CLI (npm install -g @openai/codex, or tools/install-codex.sh in the dsh"
-    " repository) or set `command` in the dsh-subagent-codex config to the codex executable"
-)
-
-try:
-    _VERSION = version("dsh-subagent-codex")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    _VERSION = "0"
+_UNSUBSCRIBE_BOUND = 2.0
+"""Seconds a pooled app-server gets to unload a finished thread before it is recycled."""
 
 
 class CodexFailure(Exception):
@@ -66,9 +68,18 @@ class CodexRun(SubprocessRun):
 
     config: CodexConfig
 
-    def __init__(self, config: CodexConfig, request: SubagentStartRequest) -> None:
+    def __init__(
+        self,
+        config: CodexConfig,
+        request: SubagentStartRequest,
+        pool: ProcessPool[CodexAppServer] | None = None,
+    ) -> None:
         super().__init__(config.name, request, config)
-        self.conn: AppServerConnection | None = None
+        if pool is not None and self.child_env(self.extra_env(), lineage=False) != pool.env:
+            pool = None  # this run needs another environment (a trace context...): its own
+        self.pool = pool
+        """The provider's warm pool (None: the run starts its own app-server)."""
+        self.server: CodexAppServer | None = None
         self.tracker: TurnTracker | None = None
         self.warnings: list[str] = []
         self.fatal: str | None = None
@@ -77,17 +88,82 @@ class CodexRun(SubprocessRun):
         """Set when the turn completed, ``fatal`` was set, or codex's stdout ended."""
         self._turn_done = asyncio.Event()
         """Set when the turn completed or codex's stdout ended."""
-        self._reader: asyncio.Task[None] | None = None
+        self._released = False
+        self._tail_mark = 0
+        self._thread_key: str | None = None
+        self._thread_params: dict[str, Any] = {}
 
     # -- the kit's hooks ---------------------------------------------------------------
 
     async def open(self) -> None:
-        config = self.config
         if not self.request.prompt_text.strip():
             raise InvalidRequest(
                 f"{self.provider} provider: the prompt has no text (codex takes text prompts only)"
             )
-        extra = {"RUST_LOG": "warn"}
+        if self.pool is None:
+            await self._start_own()
+            await self._start_thread()
+            return
+        for attempt in (1, 2):
+            self.stages.enter("start")
+            self._use(await self.pool.acquire())
+            try:
+                await self._start_thread()
+                return
+            except CodexFailure:
+                server = self.server
+                if attempt == 2 or self.fatal is not None or server is None or server.healthy:
+                    raise
+            # the warm app-server died before it could serve (a race with its exit): another
+            await self._give_back(reuse=False, reason="exited")
+            self._wake.clear()
+            self._turn_done.clear()
+
+    async def _start_thread(self) -> None:
+        self.stages.enter("thread-start")
+        settings = self.config.permissions
+        params: dict[str, Any] = {
+            "cwd": self.cwd,
+            "ephemeral": True,
+            "approvalPolicy": settings.approval_policy,
+            "sandbox": settings.sandbox,
+        }
+        if self.config.model is not None:
+            params["model"] = self.config.model
+        if self.config.model_provider is not None:
+            params["modelProvider"] = self.config.model_provider
+        prepared: asyncio.Task[Any] | None = None
+        server = self.server
+        assert server is not None
+        if self.pool is not None:
+            # the shared process has no run's depth variables: the thread's commands get them
+            params["config"] = {
+                f"shell_environment_policy.set.{name}": value
+                for name, value in self.lineage.env().items()
+            }
+            self._thread_key = json.dumps(params, sort_keys=True)
+            self._thread_params = params
+            prepared = server.take_thread(self._thread_key)
+        started: Any = None
+        if prepared is not None:
+            # a thread started for this very request after the last run on the process
+            try:
+                started = await self._race(prepared, "thread/start")
+            except (RpcError, ConnectionClosed) as exc:
+                _log.debug("the prepared thread failed (%s); starting one", exc)
+        if started is None:
+            started = await self._call("thread/start", params)
+        thread = started.get("thread") if isinstance(started, Mapping) else None
+        if not isinstance(thread, Mapping) or not isinstance(thread.get("id"), str):
+            raise CodexFailure(f"thread/start answered without a thread id: {str(started)[:200]}")
+        self.tracker = TurnTracker(thread["id"])
+        assert self.server is not None
+        self.server.threads[thread["id"]] = self
+        if self._wake.is_set():
+            raise CodexFailure(await self._why_stopped())
+
+    async def _start_own(self) -> None:
+        config = self.config
         if config.codex_home is not None:
             try:
                 os.makedirs(config.codex_home, exist_ok=True)
@@ -96,45 +172,31 @@ class CodexRun(SubprocessRun):
                     f"{self.provider} provider: cannot create codex_home {config.codex_home!r}:"
                     f" {exc.strerror or exc}"
                 ) from exc
-            extra["CODEX_HOME"] = config.codex_home
-        # W3C trace context: codex continues the trace in TRACEPARENT/TRACESTATE when its own
-        # OTel trace export is configured; empty unless a tracing plugin (dsh-otel) is loaded
-        extra.update({k.upper(): v for k, v in self.request.parent.ctx.tracing.headers().items()})
         child = await self.spawn(
-            what=f"{self.provider} app-server", env=self.child_env(extra), hint=_INSTALL_HINT
+            what=f"{self.provider} app-server",
+            env=self.child_env(self.extra_env()),
+            hint=INSTALL_HINT,
         )
-        self.conn = AppServerConnection(
-            child.stdin, child.stdout, on_notification=self._on_note, on_request=self._on_request
-        )
-        self._reader = self.request.parent.ctx.spawn(self._read, self.conn)
+        self._use(CodexAppServer(child, config))
+        assert self.server is not None
         self.stages.enter("initialize")
-        client = {"name": "dsh", "title": "dsh subagent", "version": _VERSION}
-        capabilities = {
-            "experimentalApi": False,
-            "requestAttestation": False,
-            "optOutNotificationMethods": _OPT_OUT,
-        }
-        await self._call("initialize", {"clientInfo": client, "capabilities": capabilities})
-        await self.conn.notify("initialized")
-        self.stages.enter("thread-start")
-        settings = config.permissions
-        params: dict[str, Any] = {
-            "cwd": self.cwd,
-            "ephemeral": True,
-            "approvalPolicy": settings.approval_policy,
-            "sandbox": settings.sandbox,
-        }
-        if config.model is not None:
-            params["model"] = config.model
-        if config.model_provider is not None:
-            params["modelProvider"] = config.model_provider
-        started = await self._call("thread/start", params)
-        thread = started.get("thread") if isinstance(started, Mapping) else None
-        if not isinstance(thread, Mapping) or not isinstance(thread.get("id"), str):
-            raise CodexFailure(f"thread/start answered without a thread id: {str(started)[:200]}")
-        self.tracker = TurnTracker(thread["id"])
-        if self._wake.is_set():
-            raise CodexFailure(await self._why_stopped())
+        await self.server.initialize(self._call)
+
+    def extra_env(self) -> dict[str, str]:
+        """What the transport adds to the scrubbed environment for this run: ``RUST_LOG``,
+        ``CODEX_HOME``, and the W3C trace context (codex continues the trace in
+        TRACEPARENT/TRACESTATE when its own OTel export is configured; empty unless a
+        tracing plugin, dsh-otel, is loaded)."""
+        extra = base_extra_env(self.config)
+        extra.update({k.upper(): v for k, v in self.request.parent.ctx.tracing.headers().items()})
+        return extra
+
+    def _use(self, server: CodexAppServer) -> None:
+        self.server, self.child = server, server.child
+        self._released = False
+        self._tail_mark = server.child.stderr_tail.position
+        self.warnings = list(server.warnings)
+        server.attach(self)
 
     async def turn(self) -> SubagentResult:
         tracker = self.tracker
@@ -169,11 +231,52 @@ class CodexRun(SubprocessRun):
         return await self._interrupt()
 
     async def close(self) -> None:
-        await super().close()
-        reader = self._reader
-        if reader is not None and not reader.done():
-            await asyncio.wait({reader}, timeout=1.0)
-            reader.cancel()
+        """Its own app-server: stop it. A pooled one: unsubscribe the thread and give
+        the app-server back after a completed turn, else recycle it."""
+        server = self.server
+        if server is None:
+            await super().close()  # (a spawn that never became an app-server)
+            return
+        if self.pool is None:
+            server.detach(self)
+            await server.aclose(
+                eof_grace=self.config.eof_grace if self.published else 0.0,
+                term_grace=self.config.term_grace,
+            )
+            return
+        if self._released:
+            return
+        tracker = self.tracker
+        if not self.published:  # the start failed or was aborted midway
+            reuse, reason = False, "cancelled" if self.stop.aborted else "error"
+        elif self.stopped:
+            reuse, reason = False, "cancelled"
+        else:
+            reuse = (
+                tracker is not None
+                and tracker.status == "completed"
+                and self.fatal is None
+                and server.healthy
+                and await server.unsubscribe(tracker.thread_id, _UNSUBSCRIBE_BOUND)
+            )
+            reason = "error"
+            if reuse and server.retired is None and self._thread_key is not None:
+                # the next run from the same parent, in the same cwd, skips thread/start
+                server.prepare_thread(self._thread_key, self._thread_params)
+        await self._give_back(reuse=reuse, reason=reason)
+
+    async def _give_back(self, *, reuse: bool, reason: str) -> None:
+        server, pool = self.server, self.pool
+        assert server is not None
+        assert pool is not None
+        server.detach(self)
+        self._released = True
+        await pool.release(server, reuse=reuse, reason=reason)
+
+    def kill_now(self) -> None:
+        """SIGKILL the app-server's tree (a pooled one only while this run holds it)."""
+        if self.pool is None or not self._released:
+            super().kill_now()
 
     def run_id(self) -> str:
         tracker = self.tracker
@@ -195,32 +298,34 @@ class CodexRun(SubprocessRun):
         parts = []
         if self.warnings:
             parts.append("codex warnings: " + "; ".join(self.warnings[-3:]))
-        if self.conn is not None and self.conn.noise:
-            parts.append("codex printed non-protocol output: " + " | ".join(self.conn.noise[-2:]))
-        parts.append(super().details())
-        return "\n".join(part for part in parts if part)
+        if self.server is not None and self.server.conn.noise:
+            noise = self.server.conn.noise[-2:]
+            parts.append("codex printed non-protocol output: " + " | ".join(noise))
+        if self.child is not None:
+            tail = self.child.stderr_tail.text(1500, since=self._tail_mark)
+            if tail:
+                parts.append(f"{self.provider} stderr (last lines):\n{tail}")
+        return "\n".join(parts)
 
-    # -- the connection ------------------------------------------------------------------
+    # -- what the app-server routes to the run ----------------------------------------
 
-    async def _read(self, conn: AppServerConnection) -> None:
-        try:
-            await conn.read_loop()
-        finally:
-            self._turn_done.set()
-            self._wake.set()
+    def on_ended(self) -> None:
+        """codex's stdout ended: whatever the run awaits is over."""
+        self._turn_done.set()
+        self._wake.set()
 
-    def _stop_with(self, reason: str) -> None:
+    def stop_with(self, reason: str) -> None:
+        """The run must stop for ``reason`` (its turn is interrupted)."""
         if self.fatal is None:
             self.fatal = reason
         self._wake.set()
 
-    def _on_note(self, note: Notification) -> None:
+    def on_note(self, note: Notification) -> None:
+        """A notification about this run's thread, or about no thread."""
         if note.method == "configWarning":
-            summary = str(note.params.get("summary") or "")
-            details = note.params.get("details")
-            self.warnings.append((f"{summary}: {details}" if details else summary)[:500])
-            if summary.startswith("Invalid configuration"):
-                self._stop_with(f"codex rejected its configuration: {self.warnings[-1]}")
+            self.warnings.append(describe_warning(note.params))
+            if invalid_configuration(self.warnings[-1]):
+                self.stop_with(f"codex rejected its configuration: {self.warnings[-1]}")
         tracker = self.tracker
         if tracker is None:
             return
@@ -233,22 +338,31 @@ class CodexRun(SubprocessRun):
             if item is not None:
                 handle.emit(item)
 
-    def _on_request(self, message: ServerRequest) -> ServerRequestAnswer:
+    def on_request(self, message: ServerRequest) -> ServerRequestAnswer:
+        """A server request about this run's thread: answered by the policy."""
         decision = decide(message.method, message.params, approve=self.config.permissions.approve)
         if decision.approved is not None:
             answer = "accepted" if decision.approved else "declined"
             _log.info("codex %s: %s", message.method, answer)
         if decision.fatal is not None:
-            self._stop_with(decision.fatal)
+            self.stop_with(decision.fatal)
         return decision.answer
+
+    # -- the connection ------------------------------------------------------------------
 
     async def _call(
         self, method: str, params: Mapping[str, Any], *, timeout: float | None = None
     ) -> Any:
         """``method``'s result; :class:`CodexFailure` as soon as codex goes away or the
         run must stop, ``TimeoutError`` after ``timeout``."""
-        assert self.conn is not None
-        call = asyncio.ensure_future(self.conn.request(method, params))
+        assert self.server is not None
+        return await self._race(self.server.conn.request(method, params), method, timeout)
+
+    async def _race(
+        self, request: Awaitable[Any], method: str, timeout: float | None = None
+    ) -> Any:
+        """The answer to ``request`` (a request to codex, or a prepared one's task)."""
+        call = asyncio.ensure_future(request)
         woken = asyncio.ensure_future(self._wake.wait())
         try:
             done, _ = await asyncio.wait(
@@ -256,7 +370,7 @@ class CodexRun(SubprocessRun):
             )
         finally:
             woken.cancel()
-            if not call.done():
+            if not call.done() and not isinstance(request, asyncio.Task):
                 call.cancel()
         if call.done() and not isinstance(call.exception(), ConnectionClosed):
             return call.result()
@@ -267,25 +381,25 @@ class CodexRun(SubprocessRun):
     async def _why_stopped(self) -> str:
         if self.fatal is not None:
             return self.fatal
-        child, conn = self.child, self.conn
+        child, server = self.child, self.server
         assert child is not None
-        assert conn is not None
+        assert server is not None
         with anyio.move_on_after(1.0):
             await child.wait()  # for its exit status
         if child.returncode is None:
-            return f"codex app-server stopped answering ({conn.close_reason})"
+            return f"codex app-server stopped answering ({server.conn.close_reason})"
         if self.stages.current in ("initialize", "thread-start"):
             return f"codex app-server exited ({child.exit_description()}) during the handshake"
         return f"codex app-server exited ({child.exit_description()})"
 
     async def _interrupt(self) -> bool:
         """``turn/interrupt``; True if codex took it."""
-        tracker, conn = self.tracker, self.conn
-        if tracker is None or tracker.turn_id is None or tracker.done or conn is None:
+        tracker, server = self.tracker, self.server
+        if tracker is None or tracker.turn_id is None or tracker.done or server is None:
             return False
         params = {"threadId": tracker.thread_id, "turnId": tracker.turn_id}
         try:
-            await conn.request("turn/interrupt", params)
+            await server.conn.request("turn/interrupt", params)
         except Exception as exc:  # "no active turn", or codex went away
             _log.debug("turn/interrupt: %s", exc)
             return False

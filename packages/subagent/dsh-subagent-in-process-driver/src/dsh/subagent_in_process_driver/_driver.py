@@ -17,7 +17,7 @@ child's session.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dsh.core import Agent, BoundModel, Event, PromptSections, ToolError, ToolView, text_of
@@ -76,6 +76,9 @@ class InProcessProvider:
         self.fork = fork
         self.capabilities: SubagentCapabilities = ALL_START_CAPABILITIES
         self.inherits_parent_context = fork
+        self.max_running: int | None = None
+        """No cap on running children by default (a child costs ~10 KiB and no
+        process); the ``dsh-subagent`` plugin's ``providers`` config sets one."""
         self._prompt_cache: tuple[object, int, str | None, PromptSections] | None = None
         self._options_cache: dict[
             int, tuple[object, object, InProcessAgentOptions, BoundModel | None]
@@ -90,28 +93,20 @@ class InProcessProvider:
             raise StartAborted(f"subagent start aborted: {request.signal.reason}")
         parent = request.parent
         child = self.create_child(request)
-        unlink = request.signal.on_abort(child.cancel)
-        handle = RunHandle(
-            child.id,
-            provider=self.name,
-            dispose=lambda: _dispose(child, handle, unlink),
-            dispose_now=lambda: _dispose_now(child, handle, unlink),
-            local_agent=child,
-            label=request.label,
-            on_progress_wanted=lambda h: child.observe(_ProgressMapper(h)),
-        )
         capture: StructuredCapture | None = None
         if request.output_schema is not None:
             capture = StructuredCapture()
             try:
                 child.tools.add(structured_output_tool(request.output_schema, capture))
             except Exception as exc:
-                unlink()
                 await child.aclose("start failed")
                 raise InvalidRequest(f"output_schema cannot be used: {exc}") from exc
             child.prompt.set("structured", STRUCTURED_SECTION, order=150)
-        watcher = _Watcher(child, handle, capture, _descriptor(self, request, child, parent))
-        child.observe(watcher, deltas=False)
+        handle = _ChildHandle(
+            self.name, request, child, capture, _descriptor(self, request, child, parent)
+        )
+        handle.unlink = request.signal.on_abort(child.cancel)
+        child.observe(handle, deltas=False)
         child.followup(request.prompt_blocks)
         return handle.run
 
@@ -252,37 +247,53 @@ def _descriptor(
     }
 
 
-class _Watcher:
-    """Observes the child: writes the descriptor into its first turn, settles the run
-    from that turn's ``turn/end``."""
+def _no_unlink() -> None:
+    return None
+
+
+class _ChildHandle(RunHandle):
+    """One in-process run: the provider's handle, and the observer of the child that
+    writes the descriptor into its first turn and settles the run from that turn's
+    ``turn/end``; its teardown closes the child.
+
+    One object per run (no closures, no bound methods kept). While the run is live
+    the child's observers hold this handle and the handle holds the child; the
+    observer is removed at settlement and dispose drops the links to the child and
+    the signal, so a disposed run, this handle and the child die by reference
+    counting, without the garbage collector.
+    """
 
     __slots__ = (
         "capture",
         "child",
         "descriptor",
-        "handle",
         "input_tokens",
         "output",
         "output_tokens",
         "turn_start",
+        "unlink",
         "usage_seen",
     )
 
     def __init__(
         self,
+        provider: str,
+        request: SubagentStartRequest,
         child: Agent,
-        handle: RunHandle,
         capture: StructuredCapture | None,
         descriptor: dict[str, Any] | None,
     ) -> None:
-        self.child = child
-        self.handle = handle
+        super().__init__(child.id, provider=provider, local_agent=child, label=request.label)
+        self.child: Agent | None = child
+        self.unlink: Callable[[], None] = _no_unlink
         self.capture = capture
         self.descriptor = descriptor
         self.turn_start = -1
         self.output = ""
         self.input_tokens = self.output_tokens = 0
         self.usage_seen = False
+
+    # -- the child's events ------------------------------------------------------------
 
     def __call__(self, event: Event) -> None:
         kind = event.type
@@ -303,11 +314,13 @@ class _Watcher:
                 self.turn_start = event.seq
             if self.descriptor is not None:
                 descriptor, self.descriptor = self.descriptor, None
-                self.child.record(DESCRIPTOR_EVENT, descriptor)
-        elif kind == "turn/end" and not self.handle.settled:
-            self.handle.settle(self._result(event))
+                if self.child is not None:
+                    self.child.record(DESCRIPTOR_EVENT, descriptor)
+        elif kind == "turn/end" and not self._settled:
+            self.settle(self._outcome(event))
+            self._stop_watching()  # settled: nothing more to watch
 
-    def _result(self, end: Event) -> SubagentResult:
+    def _outcome(self, end: Event) -> SubagentResult:
         output = self.output
         usage = (
             SubagentUsage(self.input_tokens, self.output_tokens)
@@ -334,21 +347,38 @@ class _Watcher:
             output, stop, structured=structured, diagnostic=diagnostic, usage=usage
         )
 
+    def _stop_watching(self) -> None:
+        child = self._local_agent
+        if child is not None:
+            child.unobserve(self)
 
-def _dispose_now(child: Agent, handle: RunHandle, unlink: Any) -> bool:
-    if not child.close_now():
-        return False
-    unlink()
-    if not handle.settled:
-        handle.settle(SubagentResult.aborted("subagent run disposed"))
-    return True
+    # -- RunHandle hooks -------------------------------------------------------------
 
+    def _start_progress(self) -> Callable[[], None] | None:
+        child = self.child
+        return child.observe(_ProgressMapper(self)) if child is not None else None
 
-async def _dispose(child: Agent, handle: RunHandle, unlink: Any) -> None:
-    unlink()
-    await child.aclose("subagent run disposed")
-    if not handle.settled:
-        handle.settle(SubagentResult.aborted("subagent run disposed"))
+    def _teardown_now(self) -> bool:
+        child = self.child
+        if child is not None and not child.close_now():
+            return False
+        self._release()
+        return True
+
+    async def _teardown(self) -> None:
+        child = self.child
+        self.unlink()
+        if child is not None:
+            await child.aclose("subagent run disposed")
+        self._release()
+
+    def _release(self) -> None:
+        self.unlink()
+        self.unlink = _no_unlink
+        self._stop_watching()
+        self.child = None
+        if not self._settled:
+            self.settle(SubagentResult.aborted("subagent run disposed"))
 
 
 _TOOL_OUTPUT_EXCERPT = 400

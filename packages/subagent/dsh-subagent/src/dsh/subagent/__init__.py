@@ -41,6 +41,7 @@ from dsh.subagent._errors import (
     Unauthorized,
     UnsupportedCapability,
 )
+from dsh.subagent._plugin import SubagentConfig
 from dsh.subagent._progress import ProgressKind, SubagentProgress, SubagentUsage, UsageReport
 from dsh.subagent._provider import ContinuableProvider, SubagentProvider, supports_continuable
 from dsh.subagent._run import ProgressStream, RunHandle, SubagentRun
@@ -80,6 +81,7 @@ __all__ = [
     "StartAborted",
     "StartFailed",
     "SubagentCapabilities",
+    "SubagentConfig",
     "SubagentError",
     "SubagentErrorCode",
     "SubagentProgress",

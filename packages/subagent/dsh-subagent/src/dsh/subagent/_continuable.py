@@ -60,8 +60,8 @@ from dsh.subagent._errors import (
     SubagentError,
     Unauthorized,
 )
-from dsh.subagent._progress import SubagentUsage
 from dsh.subagent._provider import supports_continuable
+from dsh.subagent._relay import turn_usage
 from dsh.subagent._types import SubagentStartRequest
 
 if TYPE_CHECKING:
@@ -161,8 +161,13 @@ class ContinuableChildren:
             )
         parent = request.parent
         self._check_open(parent)
+        root = self._runtime._take_descendant(request)
         prepare = provider.prepare_continuable  # type: ignore[attr-defined]
-        agent: Agent = await prepare(request)
+        try:
+            agent: Agent = await prepare(request)
+        except BaseException:
+            self._runtime._refund_descendant(root)
+            raise
         record = ContinuableChild(
             agent.id, provider.name, parent.id, request.label, depth=agent.depth
         )
@@ -185,6 +190,7 @@ class ContinuableChildren:
                     f'subagent "{agent.id}" was shut down before it accepted its first message',
                 )
         except BaseException:
+            self._runtime._refund_descendant(root)
             await self._discard(record, agent)
             raise
         if not parent.closed:
@@ -640,7 +646,7 @@ class ContinuableChildren:
             run["turn"] = record.turns
             run["stop_reason"] = stop
             run["diagnostic"] = record.diagnostic
-            run["usage"] = _turn_usage(agent.session.events, start, end.seq)
+            run["usage"] = turn_usage(agent.session.events, start, end.seq + 1)
             bus.emit("subagent/end", run, scope=record.parent_id)
         bus.emit(EVENT_CONTINUABLE_SETTLE, data, scope=record.parent_id)
         if record.draining or self.draining or self._ctx.closing:
@@ -652,20 +658,6 @@ class ContinuableChildren:
             parent.notify(settlement_text(record), source={"type": NOTICE_SETTLED, **data})
         except Exception:
             _log.exception("could not notify the parent of subagent %s", record.id)
-
-
-def _turn_usage(events: Sequence[Event], start: int, end: int) -> SubagentUsage:
-    input_tokens = output_tokens = 0
-    seen = False
-    for index in range(max(start, 0), min(end + 1, len(events))):
-        event = events[index]
-        if event.type == "assistant/message":
-            usage = event.data.get("usage")
-            if usage:
-                seen = True
-                input_tokens += int(usage.get("input_tokens", 0))
-                output_tokens += int(usage.get("output_tokens", 0))
-    return SubagentUsage(input_tokens, output_tokens) if seen else SubagentUsage.unknown()
 
 
 def settlement_text(record: ContinuableChild) -> str:

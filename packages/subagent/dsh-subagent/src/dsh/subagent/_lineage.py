@@ -4,9 +4,15 @@ A child that runs in another process (``dsh acp``, ``dsh run`` started by a prod
 shell tool, a remote ``dsh a2a``) must know how deep it is and what limit it
 inherited, or a chain of processes could recurse without end. :class:`Lineage`
 carries that: into a child's environment (``DSH_DELEGATION_DEPTH``,
-``DSH_MAX_DEPTH``, ``DSH_PARENT_SESSION``) and into protocol metadata (ACP
-``_meta``, A2A message metadata) under the key ``dsh``; the child reads it back and
-starts its root agent at that depth, under that limit.
+``DSH_MAX_DEPTH``, ``DSH_PARENT_SESSION``, ``DSH_MAX_DESCENDANTS``) and into protocol
+metadata (ACP ``_meta``, A2A message metadata) under the key ``dsh``; the child reads
+it back and starts its root agent at that depth, under that limit.
+
+The descendants budget (``max_descendants``) is a snapshot: the runs the parent's
+tree may still start when this child starts (the child itself already counted). The
+child's process caps its own tree at that number; it does not report back what it
+used, so siblings started at the same time each get the same snapshot and a tree
+spread over processes can start up to that many per process subtree, not in total.
 """
 
 from __future__ import annotations
@@ -20,29 +26,45 @@ from dsh.subagent._validation import effective_max_depth
 if TYPE_CHECKING:
     from dsh.subagent._types import SubagentStartRequest
 
-__all__ = ["DEPTH_VARIABLE", "MAX_DEPTH_VARIABLE", "PARENT_VARIABLE", "Lineage"]
+__all__ = [
+    "DEPTH_VARIABLE",
+    "MAX_DEPTH_VARIABLE",
+    "MAX_DESCENDANTS_VARIABLE",
+    "PARENT_VARIABLE",
+    "Lineage",
+]
 
 DEPTH_VARIABLE = "DSH_DELEGATION_DEPTH"
 MAX_DEPTH_VARIABLE = "DSH_MAX_DEPTH"
 PARENT_VARIABLE = "DSH_PARENT_SESSION"
+MAX_DESCENDANTS_VARIABLE = "DSH_MAX_DESCENDANTS"
 META_KEY = "dsh"
 
 
 @dataclass(frozen=True, slots=True)
 class Lineage:
     """Where a child sits in a delegation tree: its ``depth`` (root agent 0), the
-    ``max_depth`` it inherited (None: none), the parent's session id."""
+    ``max_depth`` it inherited (None: none), the parent's session id, and the
+    descendants budget it inherited (``max_descendants``; None: none)."""
 
     depth: int = 0
     max_depth: int | None = None
     parent_session: str | None = None
+    max_descendants: int | None = None
 
     @classmethod
     def of_request(cls, request: SubagentStartRequest) -> Lineage:
-        """The lineage of the child ``request`` starts."""
+        """The lineage of the child ``request`` starts (call it once the runtime has
+        admitted the start, as providers do: the budget then excludes the child)."""
         parent = request.parent
         meta = parent.session.header.meta
-        return cls(parent.depth + 1, effective_max_depth(meta, request.max_depth), parent.id)
+        budget: int | None = None
+        ctx = parent.ctx
+        if ctx.has_service("subagents"):
+            budget = ctx.subagents.descendants_budget(parent)
+        return cls(
+            parent.depth + 1, effective_max_depth(meta, request.max_depth), parent.id, budget
+        )
 
     def env(self) -> dict[str, str]:
         """Environment entries for a child process."""
@@ -51,22 +73,30 @@ class Lineage:
             env[MAX_DEPTH_VARIABLE] = str(self.max_depth)
         if self.parent_session is not None:
             env[PARENT_VARIABLE] = self.parent_session
+        if self.max_descendants is not None:
+            env[MAX_DESCENDANTS_VARIABLE] = str(self.max_descendants)
         return env
 
     def meta(self) -> dict[str, Any]:
-        """The ``dsh`` object for protocol metadata (``{"depth", "maxDepth", "parentSession"}``)."""
+        """The ``dsh`` object for protocol metadata (``{"depth", "maxDepth",
+        "parentSession", "maxDescendants"}``)."""
         data: dict[str, Any] = {"depth": self.depth}
         if self.max_depth is not None:
             data["maxDepth"] = self.max_depth
         if self.parent_session is not None:
             data["parentSession"] = self.parent_session
+        if self.max_descendants is not None:
+            data["maxDescendants"] = self.max_descendants
         return data
 
     def session_meta(self) -> dict[str, Any]:
-        """Session header meta for the child's root agent (``delegation_depth``, ``max_depth``)."""
+        """Session header meta for the child's root agent (``delegation_depth``,
+        ``max_depth``, ``max_descendants``: the runtime caps that agent's tree by it)."""
         meta: dict[str, Any] = {"delegation_depth": self.depth}
         if self.max_depth is not None:
             meta["max_depth"] = self.max_depth
+        if self.max_descendants is not None:
+            meta["max_descendants"] = self.max_descendants
         return meta
 
     @classmethod
@@ -78,7 +108,9 @@ class Lineage:
         depth = _non_negative(environ[DEPTH_VARIABLE], DEPTH_VARIABLE)
         raw_limit = environ.get(MAX_DEPTH_VARIABLE)
         limit = _non_negative(raw_limit, MAX_DEPTH_VARIABLE) if raw_limit else None
-        return cls(depth, limit, environ.get(PARENT_VARIABLE) or None)
+        raw_budget = environ.get(MAX_DESCENDANTS_VARIABLE)
+        budget = _non_negative(raw_budget, MAX_DESCENDANTS_VARIABLE) if raw_budget else None
+        return cls(depth, limit, environ.get(PARENT_VARIABLE) or None, budget)
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any] | None) -> Lineage | None:
@@ -92,10 +124,12 @@ class Lineage:
         depth = _non_negative(data["depth"], "_meta.dsh.depth")
         limit = data.get("maxDepth")
         parent = data.get("parentSession")
+        budget = data.get("maxDescendants")
         return cls(
             depth,
             _non_negative(limit, "_meta.dsh.maxDepth") if limit is not None else None,
             parent if isinstance(parent, str) else None,
+            _non_negative(budget, "_meta.dsh.maxDescendants") if budget is not None else None,
         )
 
     def deeper_than_allowed(self) -> str | None:

@@ -25,6 +25,12 @@ class SubagentProvider(Protocol):
 
     ``start`` must honour the request's signal; if it raises, it must leave
     nothing running. Once it returns the run, every outcome settles the run.
+
+    Optional: ``max_running: int | None``, the provider's default cap on its running
+    children in one context (the runtime queues further starts; the ``dsh-subagent``
+    plugin's ``providers`` config overrides it). Providers of local processes declare
+    :func:`dsh.subagent.kit.process_max_running` (the cores); in-process providers
+    None (no cap); a provider without the attribute has no cap.
     """
 
     name: str

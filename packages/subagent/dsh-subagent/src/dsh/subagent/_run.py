@@ -22,7 +22,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dsh.subagent._progress import SubagentProgress
 from dsh.subagent._types import SubagentResult
@@ -43,69 +43,34 @@ ProgressSink = Callable[["RunHandle", SubagentProgress], None]
 """Called for every item a run emits (the runtime's hook: bus and ancestor runs)."""
 
 
-class _Cell:
-    """An awaitable that settles once, with a result or an exception."""
+class RunObserver(Protocol):
+    """The runtime's per-run record (:attr:`RunHandle._observer`): told of settlement
+    and of the end of dispose without a listener list or closures per run."""
 
-    __slots__ = ("_error", "_event", "_listeners", "_result", "_settled")
+    def settled(self, result: SubagentResult | None, error: BaseException | None) -> None: ...
 
-    def __init__(self) -> None:
-        self._settled = False
-        self._result: SubagentResult | None = None
-        self._error: BaseException | None = None
-        self._event: asyncio.Event | None = None
-        self._listeners: list[SettleListener] | None = None
-
-    def settle(self, result: SubagentResult | None, error: BaseException | None) -> bool:
-        if self._settled:
-            return False
-        self._settled = True
-        self._result = result
-        self._error = error
-        if self._event is not None:
-            self._event.set()
-        listeners, self._listeners = self._listeners, None
-        for listener in listeners or ():
-            _call(listener, result, error)
-        return True
-
-    def add_listener(self, listener: SettleListener) -> None:
-        if self._settled:
-            _call(listener, self._result, self._error)
-            return
-        if self._listeners is None:
-            self._listeners = []
-        self._listeners.append(listener)
-
-    async def wait(self) -> SubagentResult:
-        if not self._settled:
-            if self._event is None:
-                self._event = asyncio.Event()
-            await self._event.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
+    def disposed(self) -> None: ...
 
 
 class _Result:
     """``run.result``: await it (any number of times, from any task)."""
 
-    __slots__ = ("_cell",)
+    __slots__ = ("_handle",)
 
-    def __init__(self, cell: _Cell) -> None:
-        self._cell = cell
+    def __init__(self, handle: RunHandle) -> None:
+        self._handle = handle
 
     @property
     def settled(self) -> bool:
         """True once a result or an error is in."""
-        return self._cell._settled
+        return self._handle._settled
 
     def peek(self) -> SubagentResult | None:
         """The result if settled with one, else None (never raises)."""
-        return self._cell._result
+        return self._handle._result
 
     def __await__(self) -> Generator[Any, None, SubagentResult]:
-        return self._cell.wait().__await__()
+        return self._handle._wait().__await__()
 
 
 def _call(
@@ -170,7 +135,7 @@ class ProgressStream:
         sub = self._sub
         while not sub.buffer:
             subs = self._handle._subs
-            if self._handle._cell._settled or subs is None or sub not in subs:
+            if self._handle._settled or subs is None or sub not in subs:
                 self._handle._unsubscribe(sub)
                 raise StopAsyncIteration
             sub.waiter = asyncio.get_running_loop().create_future()
@@ -202,24 +167,42 @@ class RunHandle:
     called (once) when someone first wants this run's progress; the disposer it
     returns runs at settlement, so a provider pays for mapping its transport's
     updates only while someone listens.
+
+    A provider may subclass it instead and override :meth:`_teardown`,
+    :meth:`_teardown_now` and :meth:`_start_progress` (then ``dispose`` may be
+    omitted): one object per run instead of a handle plus closures.
+
+    Memory: the handle holds its hooks only until they have run (the teardown
+    hooks until dispose has finished, the progress hooks until settlement) and
+    holds the caller's :class:`SubagentRun` only until dispose has finished, so a
+    disposed run leaves no reference cycle behind for the garbage collector.
     """
 
     __slots__ = (
         "__weakref__",
-        "_cell",
         "_dispose",
         "_dispose_error",
         "_dispose_now",
         "_disposed",
         "_disposed_listeners",
         "_disposing",
+        "_error",
+        "_event",
+        "_id",
+        "_label",
+        "_listeners",
+        "_local_agent",
+        "_observer",
         "_on_watch",
         "_progress_off",
         "_progress_source",
+        "_provider",
+        "_result",
+        "_run",
+        "_settled",
         "_sink",
         "_subs",
         "_wanted",
-        "run",
     )
 
     def __init__(
@@ -227,13 +210,22 @@ class RunHandle:
         id: str,
         *,
         provider: str,
-        dispose: Callable[[], Awaitable[None]],
+        dispose: Callable[[], Awaitable[None]] | None = None,
         local_agent: Agent | None = None,
         label: str | None = None,
         dispose_now: Callable[[], bool] | None = None,
         on_progress_wanted: Callable[[RunHandle], Callable[[], None] | None] | None = None,
     ) -> None:
-        self._cell = _Cell()
+        self._id = id
+        self._provider = provider
+        self._label = label
+        self._local_agent = local_agent
+        self._settled = False
+        self._result: SubagentResult | None = None
+        self._error: BaseException | None = None
+        self._event: asyncio.Event | None = None
+        self._listeners: list[SettleListener] | None = None
+        self._observer: RunObserver | None = None
         self._dispose = dispose
         self._dispose_now = dispose_now
         self._disposing: asyncio.Task[None] | None = None
@@ -245,19 +237,41 @@ class RunHandle:
         self._progress_source = on_progress_wanted
         self._progress_off: Callable[[], None] | None = None
         self._wanted = False
-        self._on_watch: Callable[[], None] | None = None
-        self.run = SubagentRun(self, id, provider, label, local_agent)
-        """The caller's view of this run (what ``start`` returns)."""
+        self._on_watch: Callable[[RunHandle], None] | None = None
+        self._run: SubagentRun | None = None
+
+    @property
+    def run(self) -> SubagentRun:
+        """The caller's view of this run (what ``start`` returns).
+
+        The same object until the run's dispose has finished; the handle lets go of
+        it then (the run keeps its handle, not the other way round)."""
+        run = self._run
+        if run is None:
+            run = SubagentRun(self)
+            if not self._disposed:
+                self._run = run
+        return run
 
     @property
     def id(self) -> str:
         """The run id."""
-        return self.run.id
+        return self._id
+
+    @property
+    def provider(self) -> str:
+        """The provider's name."""
+        return self._provider
+
+    @property
+    def local_agent(self) -> Agent | None:
+        """The child agent of an in-process run, else None."""
+        return self._local_agent
 
     @property
     def settled(self) -> bool:
         """True once the result is in."""
-        return self._cell._settled
+        return self._settled
 
     @property
     def disposed(self) -> bool:
@@ -268,29 +282,63 @@ class RunHandle:
 
     def settle(self, result: SubagentResult) -> bool:
         """Settle with ``result`` (first call wins; later calls return False)."""
-        if self._cell.settle(result, None):
-            self._after_settle()
-            return True
-        return False
+        return self._settle(result, None)
 
     def fail(self, error: BaseException) -> bool:
         """Settle with an infrastructure error (first call wins)."""
-        if self._cell.settle(None, error):
-            self._after_settle()
-            return True
-        return False
+        return self._settle(None, error)
+
+    def _settle(self, result: SubagentResult | None, error: BaseException | None) -> bool:
+        if self._settled:
+            return False
+        self._settled = True
+        self._result = result
+        self._error = error
+        if self._event is not None:
+            self._event.set()
+        observer = self._observer
+        if observer is not None:
+            try:
+                observer.settled(result, error)
+            except Exception:
+                _log.exception("settling run %s: the runtime's observer failed", self._id)
+        listeners, self._listeners = self._listeners, None
+        for listener in listeners or ():
+            _call(listener, result, error)
+        self._after_settle()
+        return True
 
     def on_settled(self, listener: SettleListener) -> None:
         """Call ``listener(result, error)`` on settlement (now, if settled)."""
-        self._cell.add_listener(listener)
+        if self._settled:
+            _call(listener, self._result, self._error)
+            return
+        if self._listeners is None:
+            self._listeners = []
+        self._listeners.append(listener)
+
+    async def _wait(self) -> SubagentResult:
+        if not self._settled:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
 
     def _after_settle(self) -> None:
+        # Progress ends at settlement: drop the hooks (they may refer back to this
+        # handle or its child, and nothing calls them any more).
+        self._sink = None
+        self._on_watch = None
+        self._progress_source = None
         off, self._progress_off = self._progress_off, None
         if off is not None:
             try:
                 off()
             except Exception:
-                _log.exception("stopping progress of run %s failed", self.run.id)
+                _log.exception("stopping progress of run %s failed", self._id)
         for sub in self._subs or ():
             sub.wake()
 
@@ -303,7 +351,7 @@ class RunHandle:
 
     def emit(self, item: SubagentProgress) -> None:
         """Report one progress item (no effect once settled or when nobody listens)."""
-        if not self._wanted or self._cell._settled:
+        if not self._wanted or self._settled:
             return
         subs = self._subs
         if subs:
@@ -314,12 +362,12 @@ class RunHandle:
             try:
                 sink(self, item)
             except Exception:
-                _log.exception("progress sink of run %s failed", self.run.id)
+                _log.exception("progress sink of run %s failed", self._id)
 
     def deliver(self, item: SubagentProgress) -> None:
         """Hand ``item`` to this run's own subscribers only (the runtime forwards
         nested runs' items this way)."""
-        if self._cell._settled:
+        if self._settled:
             return
         for sub in self._subs or ():
             sub.push(item)
@@ -332,19 +380,26 @@ class RunHandle:
 
     def want_progress(self) -> None:
         """Turn this run's progress on (starts the provider's source once)."""
-        if self._wanted or self._cell._settled:
+        if self._wanted or self._settled:
             return
         self._wanted = True
-        source = self._progress_source
-        if source is not None:
-            self._progress_source = None
-            try:
-                self._progress_off = source(self)
-            except Exception:
-                _log.exception("starting progress of run %s failed", self.run.id)
+        try:
+            self._progress_off = self._start_progress()
+        except Exception:
+            _log.exception("starting progress of run %s failed", self._id)
         watch = self._on_watch
         if watch is not None:
-            watch()
+            watch(self)
+
+    def _start_progress(self) -> Callable[[], None] | None:
+        """Start mapping the transport's updates to :meth:`emit` (called once, when
+        someone first wants this run's progress); returns what stops it at
+        settlement. Default: ``on_progress_wanted``."""
+        source = self._progress_source
+        if source is None:
+            return None
+        self._progress_source = None
+        return source(self)
 
     def _subscribe(self, sub: _Subscription) -> None:
         if self._subs is None:
@@ -373,9 +428,22 @@ class RunHandle:
             self._disposed_listeners = []
         self._disposed_listeners.append(listener)
 
+    async def _teardown(self) -> None:
+        """Stop the child and wait until it is quiescent (runs once, in a task of its
+        own). Default: ``dispose``."""
+        dispose = self._dispose
+        if dispose is not None:
+            await dispose()
+
+    def _teardown_now(self) -> bool:
+        """Tear down synchronously if the child is already quiescent (True), else
+        False (then :meth:`_teardown` runs). Default: ``dispose_now``."""
+        quick = self._dispose_now
+        return quick() if quick is not None else False
+
     async def _run_dispose(self) -> None:
         try:
-            await self._dispose()
+            await self._teardown()
         except asyncio.CancelledError:
             self._dispose_error = RuntimeError("the run's teardown was cancelled")
             raise
@@ -386,18 +454,30 @@ class RunHandle:
 
     def _finish_dispose(self) -> None:
         self._disposed = True
-        for listener in self._disposed_listeners or ():
+        # The teardown hooks have run; they usually refer back to this handle (a
+        # provider's bound method or closure), so drop them to break that cycle.
+        self._dispose = None
+        self._dispose_now = None
+        observer = self._observer
+        if observer is not None:
+            try:
+                observer.disposed()
+            except Exception:
+                _log.exception("disposing run %s: the runtime's observer failed", self._id)
+        listeners, self._disposed_listeners = self._disposed_listeners, None
+        for listener in listeners or ():
             try:
                 listener()
             except Exception:
                 _log.exception("dispose listener %r failed", listener)
-        self._disposed_listeners = None
-        if not self._cell._settled:
+        if not self._settled:
             # A provider that forgot to settle on dispose must not leave waiters hanging.
             self.settle(SubagentResult.aborted("run disposed before it settled"))
+        self._observer = None
+        self._run = None  # the run keeps this handle; the handle lets the run go
 
     def __repr__(self) -> str:
-        return f"<RunHandle {self.run.provider}:{self.run.id}>"
+        return f"<RunHandle {self._provider}:{self._id}>"
 
 
 class SubagentRun:
@@ -406,28 +486,29 @@ class SubagentRun:
     ``dispose()``; an async context manager that disposes on exit.
     """
 
-    __slots__ = ("_handle", "id", "label", "local_agent", "provider", "result")
+    __slots__ = ("_handle", "id", "label", "provider")
 
-    def __init__(
-        self,
-        handle: RunHandle,
-        id: str,
-        provider: str,
-        label: str | None,
-        local_agent: Agent | None,
-    ) -> None:
+    def __init__(self, handle: RunHandle) -> None:
         self._handle = handle
-        self.id = id
-        self.provider = provider
-        self.label = label
-        self.local_agent = local_agent
-        self.result = _Result(handle._cell)
+        self.id = handle._id
+        self.provider = handle._provider
+        self.label = handle._label
+
+    @property
+    def result(self) -> _Result:
         """Awaitable :class:`~dsh.subagent.SubagentResult` (``await run.result``)."""
+        return _Result(self._handle)
+
+    @property
+    def local_agent(self) -> Agent | None:
+        """The child agent of an in-process run, else None (a queued run gets it when
+        it starts)."""
+        return self._handle._local_agent
 
     @property
     def settled(self) -> bool:
         """True once the result is in."""
-        return self._handle._cell._settled
+        return self._handle._settled
 
     @property
     def disposed(self) -> bool:
@@ -440,7 +521,7 @@ class SubagentRun:
 
     def on_settled(self, listener: SettleListener) -> None:
         """Call ``listener(result, error)`` when the run settles (now, if it has)."""
-        self._handle._cell.add_listener(listener)
+        self._handle.on_settled(listener)
 
     async def dispose(self) -> None:
         """Stop what is left and wait until the child is quiescent. Idempotent.
@@ -456,21 +537,21 @@ class SubagentRun:
             return
         task = handle._disposing
         if task is None:
-            quick = handle._dispose_now
-            if quick is not None:
-                try:
-                    done = quick()
-                except Exception as exc:
-                    done, handle._dispose_error = True, exc
-                if done:
-                    handle._finish_dispose()
-                    if handle._dispose_error is not None:
-                        raise handle._dispose_error
-                    return
+            try:
+                done = handle._teardown_now()
+            except Exception as exc:
+                done, handle._dispose_error = True, exc
+            if done:
+                handle._finish_dispose()
+                if handle._dispose_error is not None:
+                    raise handle._dispose_error
+                return
             task = handle._disposing = asyncio.get_running_loop().create_task(
                 handle._run_dispose(), name=f"dispose {self.provider}:{self.id}"
             )
         await asyncio.shield(task)
+        if handle._disposing is task:
+            handle._disposing = None  # (done; the handle is disposed)
         if handle._dispose_error is not None:
             raise handle._dispose_error
 

@@ -6,13 +6,20 @@
   the same names for every provider (subclass it for your config).
 * :class:`Stages` — name the stage a failure happened in.
 * :func:`cap_diagnostic`, :func:`redact_secrets`, :func:`clean_text` — safe diagnostics.
+* :class:`DelegationRelay` — for servers (``dsh acp``, ``dsh a2a``): the delegations
+  under a served agent as path-relative progress items, and their usage;
+  :func:`turn_usage` — what an agent's own model calls used in a span of its log.
 * :func:`effective_max_depth` — the depth limit a child of a parent runs under;
-  :class:`Lineage` — depth and limit carried to a child in another process.
+  :class:`Lineage` — depth, limit and descendants budget carried to a child in
+  another process.
+* :func:`process_max_running` — the default cap on running children a provider of
+  local processes declares (``max_running = process_max_running()``): the cores.
 
 Processes (spawning in a process group, teardown, environment scrubbing) are in
 the ``dsh-subprocess`` distribution (:mod:`dsh.subprocess`).
 """
 
+from dsh.subagent._admission import process_max_running
 from dsh.subagent._diagnostics import (
     DIAGNOSTIC_LIMIT,
     TRUNCATION_SUFFIX,
@@ -21,6 +28,7 @@ from dsh.subagent._diagnostics import (
     redact_secrets,
 )
 from dsh.subagent._lineage import Lineage
+from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
 from dsh.subagent._remote import DEFAULT_TURN_TIMEOUT, RemoteRun, RemoteTimeouts, Stages
 from dsh.subagent._validation import effective_max_depth
 
@@ -28,12 +36,16 @@ __all__ = [
     "DEFAULT_TURN_TIMEOUT",
     "DIAGNOSTIC_LIMIT",
     "TRUNCATION_SUFFIX",
+    "DelegationRelay",
     "Lineage",
+    "RelayWatch",
     "RemoteRun",
     "RemoteTimeouts",
     "Stages",
     "cap_diagnostic",
     "clean_text",
     "effective_max_depth",
+    "process_max_running",
     "redact_secrets",
+    "turn_usage",
 ]

@@ -10,7 +10,12 @@ starts processes:
 * :class:`ChildProcess` — a process in its own group, spawned off the event loop,
   torn down SIGTERM-then-SIGKILL, reaped, its tag swept; :class:`RunTag` marks a
   run's whole tree (nested delegations append to the chain).
-* :func:`scrubbed_env` — an allow-listed environment.
+* :func:`scrubbed_env` — an allow-listed environment; :func:`provider_env` — the
+  environment a provider's processes share (what a pooled process runs with).
+* :class:`ProcessPool` — warm processes for runs to take (:class:`PoolConfig`:
+  ``size``, ``max_runs``, ``idle_timeout``), recycled after errors, cancels, too
+  many runs, an exit, or idleness; a transport subclasses :class:`PooledProcess`;
+  :class:`PoolsByContext` gives a provider one pool per context, closed with it.
 
 A watchdog process (started with the first child) kills every child tree of this
 process if this process dies, however it dies; at start it also sweeps trees a
@@ -21,8 +26,16 @@ from dsh.subprocess._config import SubprocessConfig
 from dsh.subprocess._cwd import check_directory, resolve_child_cwd
 from dsh.subprocess._env import SAFE_ENV_NAMES, scrubbed_env
 from dsh.subprocess._errors import ProcessStartError
+from dsh.subprocess._pool import (
+    PoolClosed,
+    PoolConfig,
+    PooledProcess,
+    PoolsByContext,
+    ProcessPool,
+    Starting,
+)
 from dsh.subprocess._process import ChildProcess, Ending
-from dsh.subprocess._run import SubprocessRun
+from dsh.subprocess._run import SubprocessRun, provider_env
 from dsh.subprocess._scan import TAG_VARIABLE
 from dsh.subprocess._supervisor import WATCHDOG_MARK, RunTag, watchdog
 from dsh.subprocess._tail import StderrTail
@@ -33,12 +46,19 @@ __all__ = [
     "WATCHDOG_MARK",
     "ChildProcess",
     "Ending",
+    "PoolClosed",
+    "PoolConfig",
+    "PooledProcess",
+    "PoolsByContext",
+    "ProcessPool",
     "ProcessStartError",
     "RunTag",
+    "Starting",
     "StderrTail",
     "SubprocessConfig",
     "SubprocessRun",
     "check_directory",
+    "provider_env",
     "resolve_child_cwd",
     "scrubbed_env",
     "watchdog",

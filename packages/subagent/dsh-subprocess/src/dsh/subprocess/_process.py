@@ -442,6 +442,11 @@ def _start_error(what: str, command: str, cwd: str, exc: OSError | ValueError) -
 
 
 def _spawn(argv: list[str], env: dict[str, str], cwd: str) -> subprocess.Popen[bytes]:
+    try:
+        # before the child exists: a parent killed between the two would orphan it
+        watchdog().ensure_started()
+    except Exception:
+        _log.debug("could not start the watchdog", exc_info=True)
     popen = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,

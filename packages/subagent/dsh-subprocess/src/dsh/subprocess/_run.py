@@ -14,7 +14,26 @@ from dsh.subprocess._errors import ProcessStartError
 from dsh.subprocess._process import ChildProcess
 from dsh.subprocess._supervisor import RunTag
 
-__all__ = ["SubprocessRun"]
+__all__ = ["SubprocessRun", "provider_env"]
+
+
+def provider_env(
+    config: SubprocessConfig,
+    extra: Mapping[str, str] | None = None,
+    *,
+    lineage: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a process of a provider configured by ``config`` (later wins):
+    the scrubbed environment with ``passthrough_env``, ``lineage`` (a run's depth
+    variables), ``extra`` (the transport's defaults), the config's ``env``. Without
+    ``lineage`` it is the same for every run: what a pooled process gets."""
+    env = scrubbed_env(passthrough=config.passthrough_env)
+    if lineage:
+        env.update(lineage)
+    if extra:
+        env.update(extra)
+    env.update(config.env)
+    return env
 
 
 class SubprocessRun(RemoteRun):
@@ -48,16 +67,15 @@ class SubprocessRun(RemoteRun):
             )
         return self._cwd
 
-    def child_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    def child_env(
+        self, extra: Mapping[str, str] | None = None, *, lineage: bool = True
+    ) -> dict[str, str]:
         """The child's whole environment, in this order (later wins): the scrubbed
-        environment with ``passthrough_env``, the depth and limit, ``extra`` (the
-        transport's defaults), the config's ``env``. The run tag is added at spawn."""
-        env = scrubbed_env(passthrough=self.config.passthrough_env)
-        env.update(self.lineage.env())
-        if extra:
-            env.update(extra)
-        env.update(self.config.env)
-        return env
+        environment with ``passthrough_env``, the depth and limit (unless ``lineage`` is
+        False: a pooled process serves runs of any depth, which then travels in the
+        protocol instead), ``extra`` (the transport's defaults), the config's ``env``.
+        The run tag is added at spawn."""
+        return provider_env(self.config, extra, lineage=self.lineage.env() if lineage else None)
 
     async def spawn(
         self,

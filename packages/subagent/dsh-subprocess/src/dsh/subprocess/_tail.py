@@ -33,6 +33,12 @@ class StderrTail:
         self._buffer = bytearray()
         self._dropped = 0
 
+    @property
+    def position(self) -> int:
+        """Bytes fed so far: pass it to :meth:`text` later as ``since`` to get only what
+        came after (a pooled process serves many runs; each wants its own lines)."""
+        return self._dropped + len(self._buffer)
+
     def feed(self, data: bytes) -> None:
         """Append ``data``, dropping the oldest bytes beyond the limit."""
         self._buffer += data
@@ -52,15 +58,21 @@ class StderrTail:
                 return
             self.feed(chunk)
 
-    def text(self, max_chars: int = 2000) -> str:
+    def text(self, max_chars: int = 2000, *, since: int = 0) -> str:
         """The tail as text: terminal escapes and control characters removed, secrets
         redacted, at most ``max_chars`` characters (plus a leading ``…`` when cut).
+        With ``since`` (a :attr:`position`), only what was fed after it.
 
         Redaction runs before any cut (a cut can take away what makes a secret look
         like one), and a cut keeps whole lines where it can: the first line of a tail
         whose older bytes were dropped is partial, so it goes too."""
-        text = self._buffer.decode("utf-8", errors="replace")
-        cut = self._dropped > 0
+        start = since - self._dropped
+        if start > 0:
+            text = self._buffer[start:].decode("utf-8", errors="replace")
+            cut = False
+        else:
+            text = self._buffer.decode("utf-8", errors="replace")
+            cut = self._dropped > since
         if cut:
             newline = text.find("\n")
             if newline >= 0:

@@ -9,7 +9,8 @@ command (``argv``) as a process and waits for it: how a separate dsh process
 (``dsh acp``) in a fault test gets a long-running tool process (``sleep 300``),
 started in a session of its own as agent products do for their tool commands.
 The process inherits this process's environment, so it carries the dsh run tag
-of the tree it runs in; cancelling the tool kills it.
+of the tree it runs in; cancelling the tool kills it. ``command_permission``
+governs it (``ask``: the agent's approver is asked first).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +50,8 @@ class ExampleConfig(BaseModel):
     adapter_name: str = "example-echo"
     command_tool: str | None = None
     """Also register a tool of this name that runs a command and waits for it."""
+    command_permission: Literal["allow", "ask", "deny"] | None = None
+    """The command tool's permission policy (None: not governed, it always runs)."""
 
 
 class ExampleService:
@@ -109,6 +113,7 @@ def apply(ctx: Context, config: ExampleConfig, effects: EffectScope) -> None:
                     "Run a command and wait until it exits",
                     _CommandArgs,
                     _run_command,
+                    permission=config.command_permission,
                 )
             )
         )

@@ -62,6 +62,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from dsh.core import (
     AbortSignal,
@@ -72,6 +73,9 @@ from dsh.core import (
     ModelRequest,
     ScriptedAdapter,
     ScriptedReply,
+    ScriptedToolCall,
+    Tool,
+    ToolContext,
     parse_preset,
 )
 from dsh.subagent import (
@@ -93,7 +97,7 @@ from dsh.testing.model_servers import (
 from dsh.testing.model_servers import last_user_text as chat_user_text
 from dsh.testing.processes import alive, cmdline, describe, live_children, process_tree
 from dsh.testing.processes import reap_zombies as _reap_zombies
-from dsh.testing.scripting import last_user_text
+from dsh.testing.scripting import last_user_text, steps_in_turn
 
 __all__ = [
     "GARBAGE_BODY",
@@ -110,6 +114,7 @@ __all__ = [
     "fault_chat_server",
     "fault_model",
     "freeze_child",
+    "guarded_tool",
     "in_process_case",
     "kill_child",
     "one_tick",
@@ -203,7 +208,9 @@ class FaultCase:
     provider: str
     """The registered provider to start."""
     expect: str
-    """The stop reason the run must settle with, or :data:`START_ABORTED`."""
+    """The stop reason the run must settle with; :data:`START_ABORTED` for
+    :attr:`Fault.CANCEL_BEFORE_PUBLICATION`, :data:`TREE_GONE` for
+    :attr:`Fault.PARENT_SIGKILL`."""
     prompt: str = "fault matrix probe"
     agent_options: Mapping[str, Any] | None = None
     diagnostic: str | None = None
@@ -364,20 +371,30 @@ def freeze_child(match: str | None = None) -> CellStep:
 
 
 def fault_model(
-    calls: list[str] | None = None, *, stubborn_for: float = 0.5, reply: str = "fault matrix: done"
+    calls: list[str] | None = None,
+    *,
+    stubborn_for: float = 0.5,
+    reply: str = "fault matrix: done",
+    guarded_tool: str = "fault_guarded",
 ) -> BoundModel:
     """A scripted model for in-process children, keyed by a word of the prompt:
 
     ``hang`` never answers (until cancelled); ``crash`` raises (not a ModelError: the
     model itself breaks); ``stubborn`` ignores cancellation for ``stubborn_for``
-    seconds, then hangs; anything else answers ``reply``. Each call appends the
-    prompt to ``calls`` (how a harness knows the child is at work).
+    seconds, then hangs; ``approval`` calls ``guarded_tool`` (see
+    :func:`guarded_tool`), then answers ``fault matrix: the tool said: <result>``;
+    anything else answers ``reply``. Each call appends the prompt to ``calls`` (how a
+    harness knows the child is at work).
     """
 
     async def script(request: ModelRequest) -> ScriptedReply:
         text = last_user_text(request)
         if calls is not None:
             calls.append(text)
+        if "approval" in text:
+            if steps_in_turn(request) == 0:
+                return ScriptedReply(tool_calls=[ScriptedToolCall(name=guarded_tool)])
+            return ScriptedReply(text="fault matrix: the tool said: {tool_results}")
         if "crash" in text:
             raise RuntimeError("fault matrix: the model crashed")
         if "stubborn" in text:
@@ -393,6 +410,23 @@ def fault_model(
     return BoundModel(adapter)
 
 
+class _NoArguments(BaseModel):
+    pass
+
+
+def guarded_tool(name: str = "fault_guarded") -> Tool:
+    """A tool whose permission policy is ``ask`` (it would edit a file): before it
+    runs, the calling agent's approver is asked; unattended, nobody can answer and the
+    call is refused. If it ever runs it answers ``fault matrix: the guarded tool ran``."""
+
+    async def run(args: _NoArguments, tctx: ToolContext) -> str:
+        return "fault matrix: the guarded tool ran"
+
+    return Tool.from_model(
+        name, "Edit the project (needs approval)", _NoArguments, run, permission="ask", kind="edit"
+    )
+
+
 def fault_chat_server(*, command_tool: str = "run_command") -> OpenAIChatServer:
     """A fake OpenAI chat-completions server (not started) answering by a word of the
     latest user message:
@@ -400,10 +434,16 @@ def fault_chat_server(*, command_tool: str = "run_command") -> OpenAIChatServer:
     ``hang`` never answers; ``garbage`` streams a little text, then a line that is not
     JSON; ``fail`` answers HTTP 500; ``run sleep`` calls ``command_tool`` with
     ``{"argv": ["sleep", "300"]}`` (the example plugin's command tool); anything else
-    answers ``fault matrix: done``.
+    answers ``fault matrix: done``. A request whose last message is a tool result is
+    answered ``fault matrix: the tool said: <result>``.
     """
 
     def answer(request: RecordedRequest) -> Any:
+        body = request.json if isinstance(request.json, Mapping) else {}
+        messages = body.get("messages") or [{}]
+        last = messages[-1] if isinstance(messages[-1], Mapping) else {}
+        if last.get("role") == "tool":  # the tool answered: report what it said
+            return ChatReply(text=f"fault matrix: the tool said: {last.get('content')}")
         text = chat_user_text(request)
         if "hang" in text:
             return Hang()
@@ -436,14 +476,6 @@ def openai_model_options(api_base: str) -> dict[str, Any]:
     return {"model": {"adapter": "openai", "model": "fault-matrix", "options": options}}
 
 
-IN_PROCESS_APPROVAL = (
-    "in-process children have no tool permission prompts yet: they run the parent's"
-    " tools under a fixed scope (DESIGN.md section 6), so nothing can ask for approval"
-    " until tool permissions land (DESIGN.md section 10)"
-)
-"""The reason the approval-request cell is not applicable to in-process providers."""
-
-
 def in_process_case(
     fault: Fault,
     provider: str,
@@ -458,9 +490,12 @@ def in_process_case(
 
     ``model_server`` (started, from :func:`fault_chat_server`): the garbage and HTTP 500
     cells give the child the ``openai`` adapter pointed at it (load dsh-llm-openai in
-    the context). ``parent_process``: the parent-SIGKILL cell (its parent registers
-    ``sleep_tool``, a tool that runs ``sleep 300`` through dsh.subprocess); the child's
-    model calls ``sleep_tool``.
+    the context). The approval cell's child calls :func:`guarded_tool` (register it in
+    the context): with no approver anywhere above the child (an unattended
+    delegation), the call is refused at once and the child answers with the refusal.
+    ``parent_process``: the parent-SIGKILL cell (its parent registers ``sleep_tool``, a
+    tool that runs ``sleep 300`` through dsh.subprocess); the child's model calls
+    ``sleep_tool``.
     """
 
     def model_called(word: str) -> CellStep:
@@ -503,6 +538,8 @@ def in_process_case(
             agent_options=openai_model_options(model_server.api_base),
             diagnostic=says,
         )
+    if fault is Fault.APPROVAL_REQUEST:
+        return FaultCase(provider, "completed", prompt="approval", output="nobody can answer")
     if fault is Fault.PARENT_SIGKILL:
         assert parent_process is not None, "the parent-sigkill cell needs a parent_process"
         replies = [{"tool_calls": [{"name": sleep_tool, "arguments": {}}]}, {"text": "done"}]
@@ -514,7 +551,7 @@ def in_process_case(
             agent_options={"model": model_config},
             parent_process=parent_process,
         )
-    raise ValueError(f"no in-process case for {fault.value}: declare it not applicable")
+    raise ValueError(f"no in-process case for {fault.value}")
 
 
 # -- the suite ---------------------------------------------------------------------------

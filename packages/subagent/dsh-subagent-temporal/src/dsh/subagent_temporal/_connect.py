@@ -1,0 +1,57 @@
+"""Connecting to Temporal: address and namespace from the configuration or the
+standard environment; credentials from the environment only.
+
+The environment is read the way the ``temporal`` CLI reads it (the SDK's
+``temporalio.envconfig``): ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+``TEMPORAL_API_KEY``, ``TEMPORAL_TLS``, ``TEMPORAL_TLS_CLIENT_CERT_PATH``,
+``TEMPORAL_TLS_CLIENT_KEY_PATH``, ``TEMPORAL_TLS_SERVER_CA_CERT_PATH``,
+``TEMPORAL_TLS_SERVER_NAME``, a profile (``TEMPORAL_PROFILE``) of a config file
+(``TEMPORAL_CONFIG_FILE``, default ``~/.config/temporalio/temporal.toml``).
+An API key turns TLS on (Temporal Cloud).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+__all__ = ["DEFAULT_ADDRESS", "connect", "connect_kwargs", "describe_target"]
+
+DEFAULT_ADDRESS = "localhost:7233"
+
+
+def connect_kwargs(address: str | None, namespace: str | None) -> dict[str, Any]:
+    """Keyword arguments for ``Client.connect``: the environment's profile, then
+    ``address`` / ``namespace`` where given, then the defaults."""
+    from temporalio.envconfig import ClientConfig
+
+    kwargs: dict[str, Any] = dict(ClientConfig.load_client_connect_config())
+    if address:
+        kwargs["target_host"] = address
+    if namespace:
+        kwargs["namespace"] = namespace
+    kwargs.setdefault("target_host", DEFAULT_ADDRESS)
+    kwargs.setdefault("namespace", "default")
+    return kwargs
+
+
+def describe_target(kwargs: dict[str, Any]) -> str:
+    """``host:port (namespace N, TLS)`` for messages (never a credential)."""
+    tls = kwargs.get("tls")
+    secure = ", TLS" if tls else ""
+    key = ", API key" if kwargs.get("api_key") else ""
+    return f"{kwargs['target_host']} (namespace {kwargs['namespace']}{secure}{key})"
+
+
+async def connect(
+    address: str | None, namespace: str | None, *, identity: str | None = None
+) -> Client:
+    """A connected client (raises the SDK's error when the server cannot be reached)."""
+    from datetime import timedelta
+
+    from temporalio.client import Client
+
+    kwargs = connect_kwargs(address, namespace)
+    return await Client.connect(**kwargs, identity=identity, connect_timeout=timedelta(seconds=10))

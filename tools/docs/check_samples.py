@@ -653,19 +653,52 @@ def default_pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
+def _await_watchdog(owner: int, timeout: float = 10.0) -> None:
+    """Wait until the dsh watchdog of the page's worker (started with the first child
+    process a sample spawned) has swept up after the worker and exited, so the checker
+    leaves no process behind. Linux only (/proc); elsewhere it returns at once."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    marker = f"dsh-watchdog {owner}".encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = False
+        for entry in proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if marker + b"." in cmdline or cmdline.rstrip().endswith(marker):
+                alive = True
+                break
+        if not alive:
+            return
+        time.sleep(0.05)
+
+
 def check_in_subprocess(page: Path) -> PageReport:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         result = Path(out.name)
     try:
-        done = subprocess.run(
+        with subprocess.Popen(
             [sys.executable, __file__, "--page", str(page), "--report", str(result)],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=PAGE_TIMEOUT,
-            check=False,
             start_new_session=True,
-        )
-        output = done.stdout + done.stderr
+        ) as worker:
+            try:
+                output, _ = worker.communicate(timeout=PAGE_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, 9)
+                worker.communicate()
+                raise
+            finally:
+                _await_watchdog(worker.pid)
+        done = subprocess.CompletedProcess(worker.args, worker.returncode, output, "")
         if done.returncode != 0 or not result.stat().st_size:
             report = PageReport(_rel(page), output=output)
             report.outcomes.append(

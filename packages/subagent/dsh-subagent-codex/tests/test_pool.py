@@ -100,14 +100,18 @@ async def test_a_pooled_run_reuses_the_app_server_with_a_fresh_thread_in_its_own
         assert rig.server_pid() == warm
         second_id, second = await rig.run(WHERE, other)
         assert rig.server_pid() == warm
+        # same parent again: the thread the app-server started ahead for it
+        third_id, third = await rig.run(WHERE, other)
         assert procs.codex() == {warm}  # no other app-server ran
         assert rig.pool.started == 1
     assert first.stop_reason == second.stop_reason == "completed", (first, second)
-    assert first_id != second_id  # codex-<thread id>: one thread per run
+    assert len({first_id, second_id, third_id}) == 3  # codex-<thread id>: a thread per run
     # each thread ran in its run's cwd; the depth variables reached its commands
     # through the thread's config (the shared process has none of its own)
     assert f"cwd={codex.workspace} depth=1 parent={rig.parent.id}" in first.output
     assert f"cwd={elsewhere} depth=1 parent={other.id}" in second.output
+    assert f"cwd={elsewhere} depth=1 parent={other.id}" in third.output
+    assert third.stop_reason == "completed"
 
 
 async def test_a_crash_mid_run_settles_that_run_and_the_app_server_is_replaced(

@@ -30,6 +30,9 @@ from dsh.subagent import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from dsh.subagent._admission import Admission
+from dsh.testing.conformance import ConformanceHarness, ProviderConformance
+from dsh.testing.scripting import prompt_behaviour_model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -160,7 +163,8 @@ async def test_a_queued_spawn_run_shows_queued_then_its_own_items(ctx: Context) 
     assert kinds[:2] == ["queued", "queued"], kinds
     assert [item.position for item in items[:2]] == [2, 1]
     assert kinds[2] == "notice"  # started (queued -> running)
-    assert "text" in kinds[3:] and "usage" in kinds[3:]
+    assert "text" in kinds[3:]
+    assert "usage" in kinds[3:]
     assert "".join(i.text or "" for i in items if i.kind == "text") == "hello there"
     await run.dispose()
     assert runtime.running("spawn") == 0
@@ -179,6 +183,23 @@ async def test_a_queued_fork_child_still_gets_its_seed(ctx: Context) -> None:
     assert child is not None
     assert child.session.header.meta["seed_length"] > 0
     await run.dispose()
+
+
+async def test_nested_runs_borrow_their_ancestors_slot(ctx: Context) -> None:
+    """With ``spawn`` capped at 1, a child that delegates (and waits) would wait forever
+    for the slot it holds itself; its nested runs borrow that slot instead."""
+    runtime = SubagentRuntime.of(ctx)
+    runtime.configure(max_running=1, providers={"spawn": 1})
+    call = ScriptedToolCall(name="subagent", arguments={"description": "d", "prompt": "p"})
+    parent = ctx.agents.create(
+        model=BoundModel(ScriptedAdapter([ScriptedReply(tool_calls=[call]), ScriptedReply()]))
+    )
+    with anyio.fail_after(10):
+        await parent.run("delegate: each child delegates again, down to max_depth")
+    depths = sorted(agent.depth for agent in ctx.agents.list())
+    assert depths == [0]  # every child was disposed
+    assert len(runtime.usage(parent).runs) == 3  # depths 1, 2 and 3
+    assert runtime.running() == 0
 
 
 # -- the descendants budget, as the model reads it ----------------------------------------
@@ -318,4 +339,41 @@ async def test_delegation_through_the_tool_and_queue_leaves_no_garbage(ctx: Cont
     garbage = await collected_garbage(delegate, 20)
     assert dsh_garbage(garbage) == []
     results = [e.data for e in parent.session.events if e.type == "tool/result"]
-    assert results and not any(r["is_error"] for r in results)
+    assert results
+    assert not any(r["is_error"] for r in results)
+
+
+# -- the lifecycle rules hold for queued runs ---------------------------------------------
+
+
+class TestQueuedSpawnConformance(ProviderConformance):
+    """The conformance suite on ``spawn`` capped at one running child, with the slot
+    held for 50 ms when each test starts: the run under test is published ``queued``
+    and starts when the slot frees up (cancel, dispose, one start/end pair, progress)."""
+
+    @pytest.fixture
+    async def harness(self) -> AsyncIterator[ConformanceHarness]:
+        async with Context.open(parse_preset(PRESET)) as ctx:
+            runtime = SubagentRuntime.of(ctx)
+            runtime.configure(providers={"spawn": 1})
+            parent = ctx.agents.create(model=prompt_behaviour_model(reply="child says: {prompt}"))
+            await parent.run("a completed turn before delegating")
+            # Hold the only slot for 50 ms (a run holding it would add its own events).
+            gates = runtime._gates_for("spawn")
+            Admission.take(gates)
+
+            async def release() -> None:
+                await anyio.sleep(0.05)
+                runtime._admission.release(gates)
+
+            ctx.spawn(release)
+            yield ConformanceHarness(
+                ctx,
+                "spawn",
+                parent,
+                complete_prompt="summarise",
+                expected_output="child says: summarise",
+                hang_prompt="hang",
+                fail_prompt="fail",
+                cancel_bound=1.0,
+            )

@@ -55,6 +55,9 @@ replies = [{ error = "the scripted model fails on purpose" }]
 contains = "slow"
 replies = [{ text = "Slowly: {prompt}", delay = 2.5 }]
 [[agent.model.options.rules]]
+contains = "brief"
+replies = [{ text = "Briefly: {prompt}", delay = 1.2 }]
+[[agent.model.options.rules]]
 contains = "tool"
 replies = [
   { text = "Let me check.", tool_calls = [{ name = "echo", arguments = { text = "ping" } }] },

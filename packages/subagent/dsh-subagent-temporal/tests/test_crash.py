@@ -30,6 +30,16 @@ def _parent(tk: Any, action: str, server: Any, queue: str, journal: Path) -> lis
     ]  # fmt: skip
 
 
+def _start_parent(tk: Any, server: Any, queue: str, journal: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        _parent(tk, "start", server, queue, journal),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def _collect(tk: Any, server: Any, queue: str, journal: Path) -> list[dict[str, Any]]:
     done = subprocess.run(
         _parent(tk, "collect", server, queue, journal),
@@ -93,13 +103,7 @@ async def _crash_and_recover(tk: Any, server: Any, worker_preset: Path, tmp_path
     journal = tmp_path / "delegations.jsonl"
     args = tk.worker_args(server, queue, worker_preset, None, "--max-concurrent", "4")
     first = tk.WorkerProcess(args, "crash-a")
-    parent = subprocess.Popen(
-        _parent(tk, "start", server, queue, journal),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    parent = _start_parent(tk, server, queue, journal)
     second = None
     try:
         assert parent.stdout is not None
@@ -116,7 +120,7 @@ async def _crash_and_recover(tk: Any, server: Any, worker_preset: Path, tmp_path
         server.restart()  # killed and started again on the same SQLite file
         second = tk.WorkerProcess(args, "crash-b")
 
-        results = _collect(tk, server, queue, journal)
+        results = await asyncio.to_thread(_collect, tk, server, queue, journal)
         collected = [r for r in results if "run" in r]
         assert sorted(r["run"] for r in collected) == sorted(runs)  # each exactly once
         for result in collected:
@@ -129,7 +133,9 @@ async def _crash_and_recover(tk: Any, server: Any, worker_preset: Path, tmp_path
         assert len(outcomes) == CHILDREN
         assert all(o["attempt"] >= 2 and o["worker"] == "crash-b" for o in outcomes), outcomes
 
-        again = _collect(tk, server, queue, journal)  # nothing is delivered twice
+        again = await asyncio.to_thread(
+            _collect, tk, server, queue, journal
+        )  # nothing is delivered twice
         assert again == [{"outstanding_after": 0}]
     finally:
         if parent.poll() is None:

@@ -48,13 +48,20 @@ def test_defaults_follow_the_heartbeat_timeout() -> None:
 
 def test_capabilities_are_the_inner_providers() -> None:
     spawn = TemporalProvider(TemporalProviderConfig(provider="spawn")).capabilities
-    assert spawn.output_schema and spawn.depth_limit and spawn.tool_filter and spawn.persona
+    assert spawn.output_schema
+    assert spawn.depth_limit
+    assert spawn.tool_filter
+    assert spawn.persona
     acp = TemporalProvider(TemporalProviderConfig(provider="acp")).capabilities
-    assert not (acp.output_schema or acp.depth_limit or acp.tool_filter or acp.persona)
+    assert not (acp.output_schema)
+    assert not (acp.depth_limit)
+    assert not (acp.tool_filter)
+    assert not (acp.persona)
     some = TemporalProvider(
         TemporalProviderConfig(provider="acp", capabilities=["depth_limit"])
     ).capabilities
-    assert some.depth_limit and not some.persona
+    assert some.depth_limit
+    assert not some.persona
 
 
 def test_address_must_be_host_and_port() -> None:
@@ -71,7 +78,8 @@ async def test_directory_store_round_trip_and_verification(tmp_path: Path) -> No
     store = DirectoryResultStore(tmp_path)
     data = os.urandom(100_000)
     ref = await write_blob(store, blob_key("dsh-1/7", "result-1.json"), data)
-    assert ref.size == len(data) and ref.sha256 == hashlib.sha256(data).hexdigest()
+    assert ref.size == len(data)
+    assert ref.sha256 == hashlib.sha256(data).hexdigest()
     assert await read_blob(store, ref) == data
     with pytest.raises(StoreError, match="not the one referenced"):
         await read_blob(store, BlobRef(ref.key, ref.size, "0" * 64))
@@ -108,7 +116,8 @@ def test_prune_removes_old_bodies(tmp_path: Path) -> None:
 def test_open_store_forms(tmp_path: Path) -> None:
     assert open_store(None) is None
     by_url = open_store(f"file://{tmp_path}")
-    assert isinstance(by_url, DirectoryResultStore) and by_url.directory == tmp_path
+    assert isinstance(by_url, DirectoryResultStore)
+    assert by_url.directory == tmp_path
     assert isinstance(open_store(str(tmp_path)), DirectoryResultStore)
     with pytest.raises(ValueError, match="not a ResultStore"):
         open_store("os:sep")
@@ -186,14 +195,46 @@ def test_reader_emits_each_item_once_and_reports_gaps_and_attempts() -> None:
     texts = [(item.kind, item.text) for item in seen]
     assert texts[0] == ("notice", "running on worker w1")
     assert texts[1:4] == [("text", "1"), ("text", "2"), ("text", "3")]
-    assert texts[4][0] == "notice" and texts[4][1].startswith("2 progress item(s)")
+    assert texts[4][0] == "notice"
+    assert texts[4][1].startswith("2 progress item(s)")
     assert texts[5:7] == [("text", "6"), ("text", "7")]
-    assert texts[7][0] == "notice" and "attempt 2 running on worker w2" in texts[7][1]
+    assert texts[7][0] == "notice"
+    assert "attempt 2 running on worker w2" in texts[7][1]
     assert texts[8] == ("text", "1")
     assert reader.dropped == 2
-    assert reader.usage is not None and reader.usage.input_tokens == 1
+    assert reader.usage is not None
+    assert reader.usage.input_tokens == 1
 
 
 def test_run_ids_name_their_workflow_and_activity() -> None:
     assert split_run_id("dsh-abc") == ("dsh-abc", "child")
     assert split_run_id("dsh-abc/17") == ("dsh-abc", "17")
+
+
+# -- the docs page -----------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[4] / "docs" / "providers" / "temporal.md"
+
+
+def test_the_docs_presets_load() -> None:
+    from dsh.core import parse_preset
+    from dsh.testing.docs import extract_blocks
+
+    blocks = extract_blocks(DOCS, ["toml"])
+    assert blocks
+    for block in blocks:
+        preset = parse_preset(block.code)
+        for _index, row in preset.enabled_rows():
+            if row.name == "dsh-subagent-temporal":
+                TemporalProviderConfig.model_validate(row.config)
+
+
+def test_the_docs_python_compiles() -> None:
+    from dsh.testing.docs import extract_blocks
+
+    for block in extract_blocks(DOCS, ["python"]):
+        compile("async def _sample():\n" + _indent(block.code), block.where, "exec")
+
+
+def _indent(code: str) -> str:
+    return "".join(f"    {line}\n" for line in code.splitlines())

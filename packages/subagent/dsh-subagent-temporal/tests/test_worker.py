@@ -95,7 +95,7 @@ async def test_sigterm_drains(
         config = tk.provider_config(server, queue)
         async with tk.parent_context(config, tmp_path) as (ctx, provider):
             runtime = SubagentRuntime.of(ctx)
-            request = SubagentStartRequest("slow drain", ctx.agents.create(), AbortSignal())
+            request = SubagentStartRequest("brief drain", ctx.agents.create(), AbortSignal())
             run = await runtime.start(provider.name, request)
             async with run:
                 await _running_on(server.address, run.id, "drain-1")
@@ -105,7 +105,7 @@ async def test_sigterm_drains(
                 result = await asyncio.wait_for(run.result, 20)
             outcome = await _outcome(server.address, run.id)
         assert result.stop_reason == "completed"
-        assert result.output == "Slowly: slow drain"
+        assert result.output == "Briefly: brief drain"
         assert await asyncio.to_thread(first.process.wait, 20) == 0
         summary = first.output()
         assert "draining" in summary

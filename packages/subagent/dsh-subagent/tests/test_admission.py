@@ -5,6 +5,7 @@ failures, context close), the descendants budget, the plugin's config."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
@@ -60,9 +61,9 @@ class CountingProvider(ScriptedProvider):
         return await super().start(request)
 
 
-def setup(ctx: Context, cap: int = 1, **kwargs: object) -> tuple[SubagentRuntime, CountingProvider]:
+def setup(ctx: Context, cap: int = 1, **kwargs: Any) -> tuple[SubagentRuntime, CountingProvider]:
     runtime = SubagentRuntime.of(ctx)
-    provider = CountingProvider(**kwargs)
+    provider = CountingProvider("s", **kwargs)
     runtime.register_provider(provider)
     runtime.configure(providers={provider.name: cap})
     return runtime, provider
@@ -133,7 +134,8 @@ async def test_the_cap_counts_a_run_until_its_dispose_has_finished(
     gate.set()
     assert (await first.result).ok  # settled, not yet disposed: still holds the slot
     await anyio.sleep(0.05)
-    assert provider.calls == 1 and queued(second)
+    assert provider.calls == 1
+    assert queued(second)
     await first.dispose()
     assert (await second.result).ok
     assert provider.prompts == ["first", "second"]
@@ -170,7 +172,8 @@ async def test_dispose_of_a_queued_run(ctx: Context, parent: Agent) -> None:
     later = await runtime.start("s", request(parent, label="later"))
     assert later._handle.position == 2  # type: ignore[attr-defined]
     await run.dispose()
-    assert run.disposed and run.settled
+    assert run.disposed
+    assert run.settled
     assert (await run.result).stop_reason == "aborted"
     assert later._handle.position == 1  # type: ignore[attr-defined]
     assert run not in runtime.live_runs()
@@ -195,7 +198,8 @@ async def test_a_queued_run_forwards_the_inner_run(ctx: Context, parent: Agent) 
     await holder.dispose()
     gate.set()
     result = await run.result
-    assert result.ok and result.output == "scripted reply"
+    assert result.ok
+    assert result.output == "scripted reply"
     assert result.usage.input_tokens == 4
     mine = [e for e in events if e.data.get("run_id") == run.id]
     assert [e.type for e in mine] == [EVENT_START, EVENT_PROGRESS, EVENT_PROGRESS, EVENT_END]
@@ -305,7 +309,8 @@ async def test_the_context_cap_spans_providers(ctx: Context, parent: Agent) -> N
     ra = await runtime.start("a", request(parent))
     rb = await runtime.start("b", request(parent))
     rc = await runtime.start("b", request(parent))
-    assert queued(rc) and runtime.running() == 2
+    assert queued(rc)
+    assert runtime.running() == 2
     await ra.dispose()
     await until(lambda: b.calls == 2, "b's second start")
     for run in (rb, rc):
@@ -440,7 +445,9 @@ async def test_plugin_config_sets_the_caps() -> None:
     preset = parse_preset(
         '[agent.model]\nadapter = "scripted"\n'
         '[[plugin]]\nname = "dsh-subagent"\n'
-        'config = { max_running = 5, providers = { s = 2, t = "unlimited" }, max_descendants = 9 }\n'
+        "config.max_running = 5\n"
+        'config.providers = { s = 2, t = "unlimited" }\n'
+        "config.max_descendants = 9\n"
     )
     async with Context.open(preset) as ctx:
         runtime = SubagentRuntime.of(ctx)

@@ -372,7 +372,11 @@ class CodexRun(SubprocessRun):
             woken.cancel()
             if not call.done() and not isinstance(request, asyncio.Task):
                 call.cancel()
-        if call.done() and not isinstance(call.exception(), ConnectionClosed):
+        if (
+            call.done()
+            and not call.cancelled()
+            and not isinstance(call.exception(), ConnectionClosed)
+        ):
             return call.result()
         if done:
             raise CodexFailure(await self._why_stopped())

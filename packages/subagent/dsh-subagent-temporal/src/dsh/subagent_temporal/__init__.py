@@ -6,8 +6,7 @@ takes it, through an ordinary provider of that worker's preset::
 
     [[plugin]]
     name = "dsh-subagent-temporal"
-    config = { provider = "acp", task_queue = "dsh-delegations",
-               result_store = "file:///mnt/shared/dsh-results" }
+    config = { provider = "acp", result_store = "file:///mnt/shared/dsh-results" }
 
 and on each worker host::
 

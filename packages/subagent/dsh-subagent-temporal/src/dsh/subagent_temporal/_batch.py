@@ -54,9 +54,10 @@ BATCH_BYTES = 1024 * 1024
 _RPC_TIMEOUT = timedelta(seconds=10)
 _RETRY_PAUSE = 1.0
 _FOLLOW_PAUSE = 0.1
-"""Seconds between reads of a running workflow's new events (an outcome reaches its
-run at most this much later; a batch of hundreds costs a read per pause, not one per
-child)."""
+"""Seconds between reads of a big batch's new events (an outcome reaches its run at
+most this much later; hundreds of children cost a read per pause, not one each)."""
+_SMALL = 8
+"""Batches with at most this many outcomes awaited are read without a pause."""
 _UNREACHABLE = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "UNKNOWN", "INTERNAL", "CANCELLED"}
 _FATAL = {"PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED", "INVALID_ARGUMENT"}
 
@@ -186,8 +187,9 @@ class Batch:
                     token = response.next_page_token
                     if not token:
                         break
-                    if response.history.events and not self.closed:
-                        # let events gather: one read per pause, not one per activity
+                    waiting = sum(not m.outcome.done() for m in self.members.values())
+                    if response.history.events and waiting > _SMALL and not self.closed:
+                        # a big batch: let events gather, one read per pause, not per child
                         await asyncio.sleep(_FOLLOW_PAUSE)
                 if not self.closed:  # no more pages, no close event: read it again
                     await asyncio.sleep(_RETRY_PAUSE)

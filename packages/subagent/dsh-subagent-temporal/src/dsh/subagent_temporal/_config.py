@@ -48,8 +48,7 @@ class TemporalProviderConfig(RemoteTimeouts):
 
         [[plugin]]
         name = "dsh-subagent-temporal"
-        config = { provider = "acp", task_queue = "dsh-delegations",
-                   result_store = "file:///mnt/shared/dsh-results" }
+        config = { provider = "acp", result_store = "file:///mnt/shared/dsh-results" }
 
     The server comes from ``address`` / ``namespace`` here, else from the standard
     Temporal environment (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, a

@@ -8,7 +8,7 @@ import importlib
 import weakref
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -230,12 +230,3 @@ class TemporalProvider:
         if journal is None:
             journal = self._journals[key] = DelegationJournal(key)
         return journal
-
-    def describe_config(self) -> dict[str, Any]:
-        """The settings in force (for ``dsh`` diagnostics; no credentials)."""
-        return {
-            "provider": self.config.provider,
-            "task_queue": self.config.task_queue,
-            "target": self.target(),
-            "result_store": self.store().description if self.store() else None,
-        }

@@ -156,7 +156,9 @@ class Admission:
         """The caps changed: queued runs wait for their providers' new gates."""
         runtime = self._runtime
         for handle in self.queue:
-            handle.gates = runtime._gates_for(handle._provider)
+            request = handle.request
+            if request is not None:
+                handle.gates = runtime._gates_of(handle._provider, request)
         self.pump(moved=True)
 
     def pump(self, *, moved: bool = False) -> None:

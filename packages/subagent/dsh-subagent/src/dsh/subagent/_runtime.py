@@ -195,6 +195,32 @@ class SubagentRuntime:
         """Runs waiting for a slot, oldest first."""
         return [handle.run for handle in self._admission.queue]
 
+    def _unborrowed(self, gates: tuple[Gate, ...], agent: Agent) -> tuple[Gate, ...]:
+        """``gates`` minus those a run above ``agent`` holds a slot in: a nested run
+        borrows its ancestors' slots, so a run waiting for its own children can never
+        hold the slot they wait for (no deadlock from nesting within one cap)."""
+        held: set[Gate] = set()
+        by_child = self._by_child
+        agent_id: str | None = agent.id
+        for _ in range(256):
+            handle = by_child.get(agent_id) if agent_id is not None else None
+            if handle is None:
+                break
+            observed = handle._observer
+            if isinstance(observed, _Observed):
+                held.update(observed.held)
+            child = handle._local_agent
+            agent_id = child.parent_id if child is not None else None
+        if not held:
+            return gates
+        return tuple(gate for gate in gates if gate not in held)
+
+    def _gates_of(self, name: str, request: SubagentStartRequest) -> tuple[Gate, ...]:
+        gates = self._gates_for(name)
+        if gates and request.parent.parent_id is not None:
+            gates = self._unborrowed(gates, request.parent)
+        return gates
+
     def _gates_for(self, name: str) -> tuple[Gate, ...]:
         gates = self._gates.get(name)
         if gates is None:
@@ -216,6 +242,8 @@ class SubagentRuntime:
         gates = self._gates.get(name)
         if gates is None:
             gates = self._gates_for(name)
+        if gates and request.parent.parent_id is not None:
+            gates = self._unborrowed(gates, request.parent)
         root = self._take_descendant(request)
         if gates:
             if not has_room(gates):
@@ -369,7 +397,7 @@ class SubagentRuntime:
         self._live[run.id] = run
         above_agents = (parent.id, *self._lineage.get(parent.id, ()))
         observed = handle._observer = _Observed(self, handle, parent.id, above_agents, base)
-        observed.gates = gates
+        observed.gates = observed.held = gates
         child = handle._local_agent
         if child is not None:
             self._attach_child(observed, handle, child)
@@ -402,6 +430,8 @@ class SubagentRuntime:
         if child is None or not isinstance(observed, _Observed):
             return
         outer._local_agent = child
+        if isinstance(outer, QueuedHandle):
+            observed.held = outer.gates  # (the inner run releases them when disposed)
         self._attach_child(observed, outer, child)
         if not outer._wanted:
             outer._on_watch = self._watch_handle
@@ -522,7 +552,7 @@ class _Observed:
     disposed. One object per run instead of closures; the handle drops it once the
     run's dispose has finished."""
 
-    __slots__ = ("above", "base", "child_id", "gates", "handle", "parent_id", "runtime")
+    __slots__ = ("above", "base", "child_id", "gates", "handle", "held", "parent_id", "runtime")
 
     def __init__(
         self,
@@ -539,6 +569,9 @@ class _Observed:
         self.base = base
         self.child_id: str | None = None
         self.gates: tuple[Gate, ...] = ()
+        """Slots to give back when the run's dispose has finished."""
+        self.held: tuple[Gate, ...] = ()
+        """Slots the run holds (nested runs borrow them)."""
 
     def settled(self, result: SubagentResult | None, error: BaseException | None) -> None:
         runtime = self.runtime
@@ -574,6 +607,7 @@ class _Observed:
         runtime._live.pop(self.handle._id, None)
         if self.child_id is not None:
             runtime._lineage.pop(self.child_id, None)
+        self.held = ()
         gates = self.gates
         if gates:
             self.gates = ()

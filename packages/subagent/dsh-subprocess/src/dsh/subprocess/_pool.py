@@ -1,6 +1,6 @@
 """Warm process pools: processes started (and handshaken) before the runs that use them.
 
-A :class:`ProcessPool` keeps ``size`` processes ready. The transport gives it a
+A :class:`ProcessPool` keeps ``size`` processes started. The transport gives it a
 ``start`` function (spawn a :class:`~dsh.subprocess.ChildProcess`, ``initialize``...)
 returning a :class:`PooledProcess` (the process plus the transport's connection);
 a run then :meth:`~ProcessPool.acquire`\\ s one, opens its own session or thread on

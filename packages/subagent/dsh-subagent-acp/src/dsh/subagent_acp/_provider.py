@@ -11,6 +11,7 @@ from dsh.subagent import (
     SubagentRun,
     SubagentStartRequest,
 )
+from dsh.subagent.kit import process_max_running
 from dsh.subagent_acp._agent import AcpAgentProcess, start_pooled
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._run import AcpRun
@@ -44,6 +45,8 @@ class AcpProvider:
         self.capabilities: SubagentCapabilities = (
             _DEPTH_ONLY if config.depth_limit else NO_START_CAPABILITIES
         )
+        self.max_running: int | None = process_max_running()
+        """Default cap on running children: the cores (a preset's caps override it)."""
         self._pools: PoolsByContext[AcpAgentProcess] | None = (
             PoolsByContext(self._make_pool) if config.pool.enabled else None
         )

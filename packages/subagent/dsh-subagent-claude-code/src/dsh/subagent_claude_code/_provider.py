@@ -16,6 +16,7 @@ from dsh.subagent import (
     SubagentStartRequest,
     UnsupportedCapability,
 )
+from dsh.subagent.kit import process_max_running
 from dsh.subagent_claude_code._command import resolve_cli
 from dsh.subagent_claude_code._config import ClaudeCodeConfig
 
@@ -46,6 +47,8 @@ class ClaudeCodeProvider:
         self.config = config or ClaudeCodeConfig()
         self.name = self.config.name
         self.capabilities: SubagentCapabilities = NO_START_CAPABILITIES
+        self.max_running: int | None = process_max_running()
+        """Default cap on running children: the cores (a preset's caps override it)."""
 
     async def start(self, request: SubagentStartRequest) -> SubagentRun:
         """Start the CLI for ``request`` and publish the run (the kit's ``launch``:

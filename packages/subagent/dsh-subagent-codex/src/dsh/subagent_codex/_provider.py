@@ -12,6 +12,7 @@ from dsh.subagent import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from dsh.subagent.kit import process_max_running
 from dsh.subagent_codex._appserver import CodexAppServer, base_extra_env, start_pooled
 from dsh.subagent_codex._config import CodexConfig
 from dsh.subagent_codex._run import CodexRun
@@ -38,6 +39,8 @@ class CodexProvider:
         self.config = config or CodexConfig()
         self.name = self.config.name
         self.capabilities: SubagentCapabilities = NO_START_CAPABILITIES
+        self.max_running: int | None = process_max_running()
+        """Default cap on running children: the cores (a preset's caps override it)."""
         self._pools: PoolsByContext[CodexAppServer] | None = (
             PoolsByContext(self._make_pool) if self.config.pool.enabled else None
         )

@@ -3,6 +3,7 @@ crashed dsh process left behind are swept when the next one starts its watchdog.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -73,6 +74,10 @@ def owners() -> Iterator[list[Owner]]:
     for owner in started:
         owner.close()
         leftovers += [*owner.pids, owner.watchdog]
+    # An owner's watchdog outlives it by its last sweep (milliseconds): wait for it, or
+    # the leftover-process check sees it re-parented to this subreaper.
+    with contextlib.suppress(AssertionError):
+        wait_until_gone([owner.watchdog for owner in started], within=5.0)
     for pid in leftovers:  # a failed test must not leave its tree behind
         if alive(pid):
             os.kill(pid, signal.SIGKILL)

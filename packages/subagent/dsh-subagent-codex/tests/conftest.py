@@ -197,6 +197,11 @@ def codex(tmp_path: Path, codex_bin: str, responses: OpenAIResponsesServer) -> C
 # -- the process table ---------------------------------------------------------------
 
 
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return int(stat.read().rsplit(b")", 1)[1].split()[1])
+
+
 class ProcessTable:
     """Reads /proc: process trees, codex processes, and how long a tree takes to go."""
 
@@ -213,16 +218,18 @@ class ProcessTable:
         return self.tree(live_children() - before)
 
     def codex(self) -> set[int]:
-        """Live processes running the codex binary that descend from this test process
-        (the runner is a child subreaper, so orphans count too)."""
-        found: set[int] = set()
+        """Live codex app-servers that descend from this test process (the runner is a
+        child subreaper, so orphans count too): processes running the codex binary
+        whose parent does not (codex re-executes itself for some tool calls, and such a
+        helper may outlive the turn by a moment)."""
+        found: dict[int, int] = {}
         for pid in self.tree(live_children()):
             try:
                 if os.readlink(f"/proc/{pid}/exe") == self.codex_real:
-                    found.add(pid)
+                    found[pid] = _parent_of(pid)
             except OSError:
                 continue
-        return found
+        return {pid for pid, parent in found.items() if parent not in found}
 
     async def wait_gone(self, pids: set[int], timeout: float) -> float:
         """Seconds until no process of ``pids``' trees lives; AssertionError after ``timeout``."""

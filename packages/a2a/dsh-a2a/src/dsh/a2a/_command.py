@@ -11,36 +11,6 @@ import argparse
 __all__ = ["A2ACommand", "command"]
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number: {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 class A2ACommand:
     """``dsh a2a``: serve the preset's agent over the Agent2Agent protocol."""
 
@@ -48,6 +18,8 @@ class A2ACommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The options of ``dsh a2a`` (see docs/serving-a2a.md)."""
+        from dsh.core.argtypes import port_number, positive_float, positive_int
+
         parser.description = (
             "Serve a dsh agent over A2A (JSON-RPC over HTTP, streaming over SSE). Each A2A"
             " task is one turn of an agent; a contextId continues its conversation."
@@ -61,7 +33,7 @@ class A2ACommand:
             help="address to bind (default 127.0.0.1; any other needs --token-env)",
         )
         parser.add_argument(
-            "--port", type=_port, default=8000, help="port (default 8000; 0 picks a free one)"
+            "--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)"
         )
         parser.add_argument(
             "--public-url",
@@ -91,21 +63,21 @@ class A2ACommand:
         )
         parser.add_argument(
             "--max-contexts",
-            type=_positive_int,
+            type=positive_int,
             default=256,
             metavar="N",
             help="conversations kept at once; beyond, the least recently used idle one is closed",
         )
         parser.add_argument(
             "--context-idle",
-            type=_positive_float,
+            type=positive_float,
             default=1800.0,
             metavar="SECONDS",
             help="close conversations idle this long (default 1800)",
         )
         parser.add_argument(
             "--grace",
-            type=_positive_float,
+            type=positive_float,
             default=5.0,
             metavar="SECONDS",
             help="on SIGTERM, how long open streams get to deliver their last update",

@@ -94,26 +94,6 @@ def read_token(options: ServeOptions) -> str | None:
     return token.strip()
 
 
-def resolve_preset(value: str | None) -> Preset:
-    """``--preset`` as a file, else a named preset; without it ``./dsh.toml``, else the
-    ``standard`` preset (dsh-cli's)."""
-    from dsh.core import PresetError, load_named_preset, load_preset, named_presets
-
-    if value is not None:
-        file = Path(value).expanduser()
-        if file.is_file():
-            return load_preset(file)
-        if value in named_presets():
-            return load_named_preset(value)
-        raise PresetError(f"no preset file {value} and no preset named {value!r}")
-    local = Path.cwd() / "dsh.toml"
-    if local.is_file():
-        return load_preset(local)
-    if "standard" in named_presets():
-        return load_named_preset("standard")
-    raise PresetError("no preset: pass --preset FILE (or put a dsh.toml here)")
-
-
 def serve_command(options: ServeOptions) -> int:
     """Run the server until a signal; the exit status (0, 2 on a configuration
     problem, 128 + the signal's number after SIGTERM / SIGINT)."""
@@ -124,12 +104,14 @@ def serve_command(options: ServeOptions) -> int:
     )
     try:
         token = read_token(options)
-        from dsh.core import PresetError
+        from dsh.core import PresetError, find_preset
 
         try:
-            preset = resolve_preset(options.preset)
+            preset = find_preset(options.preset)
         except (PresetError, OSError) as exc:
             raise UsageError(str(exc)) from None
+        if preset is None:
+            raise UsageError("no preset: pass --preset FILE (or put a dsh.toml here)")
         if preset.agent.model is None:
             raise UsageError(
                 f"no model is configured in {preset.source}; add an [agent.model] table to the"

@@ -18,6 +18,8 @@ BUILTIN_COMMANDS = {"run", "demo", "acp", "presets", "init"}
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``dsh`` argument parser (with the ``dsh.commands`` subcommands that ``argv``
     needs: the one it names, or all of them when it names none)."""
+    from dsh.core.argtypes import positive_float, positive_int
+
     parser = argparse.ArgumentParser(
         prog="dsh",
         description="dsh: agents that delegate to subagents.",
@@ -50,21 +52,21 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     acp.add_argument(
         "--max-line-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=16 * 1024 * 1024,
         metavar="N",
         help="longest JSON-RPC line accepted (longer lines are answered -32600; default 16 MiB)",
     )
     acp.add_argument(
         "--max-sessions",
-        type=_positive_int,
+        type=positive_int,
         default=256,
         metavar="N",
         help="sessions kept at once; beyond, the least recently used idle one is closed",
     )
     acp.add_argument(
         "--session-idle",
-        type=_positive_float,
+        type=positive_float,
         default=1800.0,
         metavar="SECONDS",
         help="close sessions idle this long (default 1800)",
@@ -147,26 +149,6 @@ def _external_commands(argv: Sequence[str] | None) -> list[LoadedCommand]:
     if named is not None and named in points:
         return [load(points[named])]
     return [load(point) for point in points.values()]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

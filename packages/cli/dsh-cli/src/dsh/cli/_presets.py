@@ -10,7 +10,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from dsh.core import Preset, PresetError, load_named_preset, load_preset, named_presets
+from dsh.core import Preset, PresetError, find_preset, load_named_preset, named_presets
 
 __all__ = [
     "DEMO",
@@ -63,33 +63,11 @@ def shipped_preset(name: str) -> Preset:
     return load_named_preset(name)
 
 
-def _looks_like_a_name(value: str) -> bool:
-    return not value.endswith(".toml") and "/" not in value and "\\" not in value
-
-
 def resolve_preset(value: str | None, cwd: Path | None = None) -> Preset:
     """``--preset`` as given: an existing file, else a named preset; without one,
     ``dsh.toml`` in ``cwd`` (default: the current directory) if present, else the
     standard preset. Raises :class:`PresetError` saying what was looked for."""
-    if value is not None:
-        file = Path(value).expanduser()
-        if file.is_file():
-            return load_preset(file)
-        if _looks_like_a_name(value):
-            names = shipped_presets()
-            if value in names:
-                return shipped_preset(value)
-            raise PresetError(
-                f'no preset file "{value}" and no preset named "{value}"'
-                f" (named presets: {', '.join(names)})"
-            )
-        if file.exists():
-            raise PresetError(f"preset {value} is not a file")
-        raise PresetError(f"no preset file {value}")
-    local = (cwd or Path.cwd()) / "dsh.toml"
-    if local.is_file():
-        return load_preset(local)
-    return shipped_preset("standard")
+    return find_preset(value, cwd=cwd) or shipped_preset("standard")
 
 
 def presets_command(args: argparse.Namespace) -> int:

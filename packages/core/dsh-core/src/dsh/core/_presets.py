@@ -153,6 +153,35 @@ def load_named_preset(name: str) -> Preset:
     return parse_preset(text, source=source, base_dir=base_dir)
 
 
+def find_preset(value: str | None = None, *, cwd: Path | None = None) -> Preset | None:
+    """The preset a command runs (``--preset``, as ``dsh run``, ``dsh acp``, ``dsh a2a``
+    and ``dsh worker`` read it): ``value`` as an existing file, else as a named preset;
+    without ``value``, ``dsh.toml`` in ``cwd`` (default: the current directory), else the
+    installed ``standard`` preset, else ``None``. :class:`PresetError` says what was
+    looked for when ``value`` names nothing."""
+    if value is not None:
+        file = Path(value).expanduser()
+        if file.is_file():
+            return load_preset(file)
+        if not value.endswith(".toml") and "/" not in value and "\\" not in value:
+            names = named_presets()
+            if value in names:
+                return load_named_preset(value)
+            raise PresetError(
+                f'no preset file "{value}" and no preset named "{value}"'
+                f" (named presets: {', '.join(sorted(names)) or 'none installed'})"
+            )
+        if file.exists():
+            raise PresetError(f"preset {value} is not a file")
+        raise PresetError(f"no preset file {value}")
+    local = (cwd or Path.cwd()) / "dsh.toml"
+    if local.is_file():
+        return load_preset(local)
+    if "standard" in named_presets():
+        return load_named_preset("standard")
+    return None
+
+
 # -- extends -----------------------------------------------------------------------------
 
 

@@ -15,36 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dsh.core import Preset
+    pass
 
 __all__ = ["WorkerCommand", "command", "main"]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
-    return value
-
-
-def _positive(text: str) -> float:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value
 
 
 class WorkerCommand:
@@ -54,6 +27,8 @@ class WorkerCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The options of ``dsh worker`` (see docs/providers/temporal.md)."""
+        from dsh.core.argtypes import non_negative_float, positive_float, positive_int
+
         parser.description = (
             "Poll a Temporal task queue and run the delegations parents send with the"
             " `temporal` provider, through the providers of this worker's preset. The"
@@ -79,13 +54,13 @@ class WorkerCommand:
         )
         parser.add_argument(
             "--max-concurrent",
-            type=_positive_int,
+            type=positive_int,
             metavar="N",
             help="children at once (default: this host's cores)",
         )
         parser.add_argument(
             "--grace",
-            type=_non_negative,
+            type=non_negative_float,
             default=30.0,
             metavar="SECONDS",
             help="on SIGTERM, how long running children get to finish before they are"
@@ -100,7 +75,7 @@ class WorkerCommand:
         )
         parser.add_argument(
             "--heartbeat-every",
-            type=_positive,
+            type=positive_float,
             default=1.0,
             metavar="SECONDS",
             help="seconds between heartbeats: how soon a cancel or progress is seen (default 1)",
@@ -121,11 +96,11 @@ class WorkerCommand:
             level=getattr(logging, args.log_level.upper(), logging.WARNING),
             format="dsh worker: %(levelname)s %(name)s: %(message)s",
         )
-        from dsh.core import PresetError
+        from dsh.core import PresetError, find_preset
         from dsh.subagent_temporal._worker import WorkerOptions, serve
 
         try:
-            preset = _resolve_preset(args.preset)
+            preset = find_preset(args.preset)
         except (PresetError, OSError) as exc:
             print(f"dsh worker: {exc}", file=sys.stderr)
             return 2
@@ -147,26 +122,6 @@ class WorkerCommand:
                 sessions_dir=args.sessions_dir,
             )
         )
-
-
-def _resolve_preset(value: str | None) -> Preset | None:
-    """``--preset`` as a file, else a named preset; without it ``./dsh.toml``, else the
-    ``standard`` preset (dsh-cli's), else none."""
-    from dsh.core import PresetError, load_named_preset, load_preset, named_presets
-
-    if value is not None:
-        file = Path(value).expanduser()
-        if file.is_file():
-            return load_preset(file)
-        if value in named_presets():
-            return load_named_preset(value)
-        raise PresetError(f"no preset file {value} and no preset named {value!r}")
-    local = Path.cwd() / "dsh.toml"
-    if local.is_file():
-        return load_preset(local)
-    if "standard" in named_presets():
-        return load_named_preset("standard")
-    return None
 
 
 command = WorkerCommand()

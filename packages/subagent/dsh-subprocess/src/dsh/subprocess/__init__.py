@@ -10,7 +10,8 @@ starts processes:
 * :class:`ChildProcess` — a process in its own group, spawned off the event loop,
   torn down SIGTERM-then-SIGKILL, reaped, its tag swept; :class:`RunTag` marks a
   run's whole tree (nested delegations append to the chain).
-* :func:`scrubbed_env` — an allow-listed environment; :func:`provider_env` — the
+* :func:`scrubbed_env` — an allow-listed environment (:data:`EnvVariables` and
+  :data:`EnvNames` check a config's ``env`` and ``passthrough_env``); :func:`provider_env` — the
   environment a provider's processes share (what a pooled process runs with).
 * :class:`ProcessPool` — warm processes for runs to take (:class:`PoolConfig`:
   ``size``, ``max_runs``, ``idle_timeout``), recycled after errors, cancels, too
@@ -24,7 +25,7 @@ crashed dsh process left behind.
 
 from dsh.subprocess._config import SubprocessConfig
 from dsh.subprocess._cwd import check_directory, resolve_child_cwd
-from dsh.subprocess._env import SAFE_ENV_NAMES, scrubbed_env
+from dsh.subprocess._env import SAFE_ENV_NAMES, EnvNames, EnvVariables, scrubbed_env
 from dsh.subprocess._errors import ProcessStartError
 from dsh.subprocess._pool import (
     PoolClosed,
@@ -46,6 +47,8 @@ __all__ = [
     "WATCHDOG_MARK",
     "ChildProcess",
     "Ending",
+    "EnvNames",
+    "EnvVariables",
     "PoolClosed",
     "PoolConfig",
     "PooledProcess",

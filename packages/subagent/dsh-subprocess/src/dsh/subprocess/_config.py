@@ -7,7 +7,7 @@ import os
 from pydantic import Field, field_validator
 
 from dsh.subagent.kit import RemoteTimeouts
-from dsh.subprocess._env import check_env_name
+from dsh.subprocess._env import EnvNames, EnvVariables
 
 __all__ = ["SubprocessConfig"]
 
@@ -28,10 +28,10 @@ class SubprocessConfig(RemoteTimeouts):
     """Arguments after ``command``."""
     cwd: str | None = None
     """Absolute directory the child runs in. Unset: the parent session's cwd."""
-    env: dict[str, str] = {}
+    env: EnvVariables = {}
     """Variables set on top of the credential-scrubbed environment. Secrets belong in
     ``passthrough_env``, not here: a preset is not a place for keys."""
-    passthrough_env: list[str] = []
+    passthrough_env: EnvNames = []
     """Names of variables the child inherits from this process as they are
     (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``...)."""
     eof_grace: float = Field(2.0, ge=0)
@@ -48,20 +48,6 @@ class SubprocessConfig(RemoteTimeouts):
         if not os.path.isabs(expanded):
             raise ValueError(f"cwd must be an absolute path, got {value!r}")
         return expanded
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            check_env_name(name)
-        return value
-
-    @field_validator("passthrough_env")
-    @classmethod
-    def _passthrough_names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            check_env_name(name)
-        return value
 
     @property
     def argv(self) -> list[str]:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from typing import Annotated
 
-__all__ = ["SAFE_ENV_NAMES", "scrubbed_env"]
+from pydantic import AfterValidator
+
+__all__ = ["SAFE_ENV_NAMES", "EnvNames", "EnvVariables", "check_env_name", "scrubbed_env"]
 
 SAFE_ENV_NAMES = frozenset(
     {
@@ -61,6 +64,25 @@ def check_env_name(name: str) -> str:
     if not name or "=" in name or "\0" in name:
         raise ValueError(f"invalid environment variable name {name!r}")
     return name
+
+
+def _names(value: list[str]) -> list[str]:
+    for name in value:
+        check_env_name(name)
+    return value
+
+
+def _variables(value: dict[str, str]) -> dict[str, str]:
+    for name in value:
+        check_env_name(name)
+    return value
+
+
+EnvNames = Annotated[list[str], AfterValidator(_names)]
+"""A config field of variable names (``passthrough_env``): each one checked."""
+
+EnvVariables = Annotated[dict[str, str], AfterValidator(_variables)]
+"""A config field of variables to set (``env``): each name checked."""
 
 
 def scrubbed_env(

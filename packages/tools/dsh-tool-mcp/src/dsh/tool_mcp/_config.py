@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dsh.core import PermissionPolicy, validation_problems
+from dsh.subprocess import EnvNames, EnvVariables
 from dsh.tool_mcp._errors import McpConfigError
 
 __all__ = ["McpPluginConfig", "McpServerConfig", "Transport", "servers_from_acp"]
@@ -61,9 +62,9 @@ class McpServerConfig(BaseModel):
     command: str | None = Field(None, min_length=1)
     """The executable (looked up on ``PATH``)."""
     args: list[str] = []
-    env: dict[str, str] = {}
+    env: EnvVariables = {}
     """Variables set on top of the credential-scrubbed environment."""
-    passthrough_env: list[str] = []
+    passthrough_env: EnvNames = []
     """Variables the server inherits from this process as they are (API keys...)."""
     cwd: str | None = None
     """Where the server runs; relative to the context's (or agent's) cwd. Unset: that cwd."""
@@ -89,21 +90,6 @@ class McpServerConfig(BaseModel):
                 f"invalid MCP server name {value!r}: use letters, digits, '_' and '-' only"
                 " (it prefixes the names of the server's tools)"
             )
-        return value
-
-    @field_validator("passthrough_env")
-    @classmethod
-    def _passthrough(cls, value: list[str]) -> list[str]:
-        for name in value:
-            _check_env_name(name)
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not name or "=" in name or "\0" in name:
-                raise ValueError(f"invalid environment variable name {name!r}")
         return value
 
     @field_validator("headers")
@@ -216,11 +202,6 @@ def check_unique_names(servers: Iterable[McpServerConfig]) -> None:
         if server.name in seen:
             raise ValueError(f'two MCP servers are named "{server.name}": names must be unique')
         seen.add(server.name)
-
-
-def _check_env_name(name: str) -> None:
-    if not _ENV_NAME.match(name):
-        raise ValueError(f"invalid environment variable name {name!r}")
 
 
 def _check_header_name(name: str) -> None:

@@ -6,14 +6,9 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dsh.subprocess import EnvNames, EnvVariables
+
 __all__ = ["ShellConfig"]
-
-
-def check_env_name(name: str) -> str:
-    """``name`` if it can be an environment variable name; else ``ValueError``."""
-    if not name or "=" in name or "\0" in name:
-        raise ValueError(f"invalid environment variable name {name!r}")
-    return name
 
 
 class ShellConfig(BaseModel):
@@ -42,9 +37,9 @@ class ShellConfig(BaseModel):
     max_output_bytes: int = Field(64 * 1024, ge=256, le=64 * 1024 * 1024)
     """Output (stdout and stderr together) kept per command: its beginning and its end,
     with a ``[truncated: ...]`` marker in between when there was more."""
-    env: dict[str, str] = {}
+    env: EnvVariables = {}
     """Variables set for the command (on top of the scrubbed environment)."""
-    passthrough_env: list[str] = []
+    passthrough_env: EnvNames = []
     """Names of variables of dsh's own environment the command inherits as they are
     (everything not in the safe list, such as API keys, is dropped otherwise)."""
     term_grace: float = Field(1.0, ge=0, le=30)
@@ -55,20 +50,6 @@ class ShellConfig(BaseModel):
     def _absolute_cwd(cls, value: str | None) -> str | None:
         if value is not None and not os.path.isabs(value):
             raise ValueError(f"cwd must be an absolute path, got {value!r}")
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            check_env_name(name)
-        return value
-
-    @field_validator("passthrough_env")
-    @classmethod
-    def _passthrough_names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            check_env_name(name)
         return value
 
     @model_validator(mode="after")

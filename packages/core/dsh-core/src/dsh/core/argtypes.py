@@ -1,0 +1,57 @@
+"""``argparse`` types for ``dsh`` subcommands (``dsh.commands`` entry points), so every
+command rejects a bad number with the same words::
+
+    from dsh.core.argtypes import positive_int
+
+    parser.add_argument("--max-sessions", type=positive_int, default=8)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["non_negative_float", "port_number", "positive_float", "positive_int"]
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A number of 0 or more (seconds, say); ``nan`` is refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A number greater than 0; ``nan`` is refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0 to 65535 (0: the system picks a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number: {value}")
+    return value

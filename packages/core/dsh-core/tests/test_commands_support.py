@@ -1,0 +1,75 @@
+"""What ``dsh`` subcommands share: finding the preset and argument types."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from dsh.core import PresetError, find_preset, named_presets
+from dsh.core.argtypes import non_negative_float, port_number, positive_float, positive_int
+
+pytestmark = pytest.mark.timeout(10)
+
+PRESET = '[agent.model]\nadapter = "scripted"\n'
+
+
+def test_a_file_wins_then_dsh_toml_in_cwd(tmp_path: Path) -> None:
+    (tmp_path / "dsh.toml").write_text(PRESET)
+    other = tmp_path / "other.toml"
+    other.write_text(PRESET)
+    assert find_preset(str(other)).source == str(other)  # type: ignore[union-attr]
+    assert find_preset(cwd=tmp_path).source == str(tmp_path / "dsh.toml")  # type: ignore[union-attr]
+
+
+def test_without_a_file_the_standard_preset_else_none(tmp_path: Path) -> None:
+    found = find_preset(cwd=tmp_path)
+    if "standard" in named_presets():  # dsh-cli is installed (the workspace environment)
+        assert found is not None
+        assert found.source.endswith("standard.toml")
+    else:  # dsh-core's own environment
+        assert found is None
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("nonesuch", 'no preset named "nonesuch"'),
+        ("missing.toml", "no preset file missing.toml"),
+        ("sub/dir.toml", "no preset file sub/dir.toml"),
+    ],
+)
+def test_a_bad_preset_says_what_was_looked_for(value: str, words: str) -> None:
+    with pytest.raises(PresetError, match=words):
+        find_preset(value)
+
+
+def test_a_folder_is_not_a_preset(tmp_path: Path) -> None:
+    (tmp_path / "x.toml").mkdir()
+    with pytest.raises(PresetError, match="is not a file"):
+        find_preset(str(tmp_path / "x.toml"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "words"),
+    [
+        (positive_int, "0", "must be at least 1, got 0"),
+        (positive_int, "two", "not an integer: 'two'"),
+        (positive_float, "0", "must be positive, got 0"),
+        (positive_float, "nan", "must be positive"),
+        (non_negative_float, "-1", "must not be negative"),
+        (port_number, "65536", "not a port number: 65536"),
+        (port_number, "http", "not a port number: 'http'"),
+    ],
+)
+def test_argument_types_name_the_bad_value(kind: object, text: str, words: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=words):
+        kind(text)  # type: ignore[operator]
+
+
+def test_argument_types_accept_good_values() -> None:
+    assert positive_int("3") == 3
+    assert positive_float("0.5") == 0.5
+    assert non_negative_float("0") == 0.0
+    assert port_number("0") == 0

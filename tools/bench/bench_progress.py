@@ -5,8 +5,11 @@
    the same run: nobody watches; one subscriber reads every progress item (a
    ``subagent/progress`` bus listener, which turns progress on for every run).
 2. A subscriber that never reads does not slow the child: a child streaming 2,000
-   text deltas, timed with no subscriber and with a ``run.progress()`` stream that is
-   never read (bounded buffer: the oldest items are dropped).
+   text deltas, timed with a ``run.progress()`` stream that another task reads to the
+   end (a buffer large enough for every item: the baseline, what watching costs), with
+   one that is never read (bounded buffer: the oldest items are dropped, the child
+   never waits), and, for reference, with no subscriber at all (the items are then
+   never built).
 
     uv run python tools/bench/bench_progress.py [--iterations N]
 """
@@ -18,12 +21,13 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator
 
 from _bench import Timing, measure_async, write_json
 from bench_delegation import PRESET, Args, parent_model
 
 from dsh.core import AbortSignal, BusEvent, Context, Tool, ToolContext
-from dsh.subagent import SubagentStartRequest
+from dsh.subagent import SubagentProgress, SubagentStartRequest
 
 
 async def overheads(iterations: int) -> dict[str, Timing]:
@@ -61,31 +65,48 @@ async def overheads(iterations: int) -> dict[str, Timing]:
     return {k: Timing(k, v) for k, v in timings.items()}
 
 
-async def slow_subscriber(rounds: int) -> tuple[float, float, int]:
+async def slow_subscriber(rounds: int) -> tuple[float, float, float, int]:
     options = {
         "model": {
             "adapter": "scripted",
             "options": {"replies": [{"text": "x " * 2000, "chunks": 2000}]},
         }
     }
-    plain: list[float] = []
-    watched: list[float] = []
+    times: dict[str, list[float]] = {"none": [], "reader": [], "never": []}
     dropped = 0
     async with Context.open(PRESET) as ctx:
         parent = ctx.agents.create(persist=False)
+
+        async def drain(stream: AsyncIterator[SubagentProgress], count: list[int]) -> None:
+            async for _ in stream:
+                count[0] += 1
+
         for _ in range(rounds):
-            for target in (plain, watched):
+            for key, target in times.items():
                 started = time.perf_counter()
                 request = SubagentStartRequest("go", parent, AbortSignal(), agent_options=options)
                 run = await ctx.subagents.start("spawn", request)
-                stream = run.progress(buffer=64) if target is watched else None
+                stream = (
+                    None if key == "none" else run.progress(buffer=4096 if key == "reader" else 64)
+                )
+                read = [0]
+                reader = (
+                    asyncio.ensure_future(drain(stream, read))
+                    if key == "reader" and stream
+                    else None
+                )
                 async with run:
                     result = await run.result
+                if reader is not None:
+                    await reader
                 target.append(time.perf_counter() - started)
                 assert result.stop_reason == "completed"
-                if stream is not None:
+                if key == "reader" and read[0] < 2000:
+                    raise SystemExit(f"the reader saw {read[0]} items: it should see every one")
+                if key == "never" and stream is not None:
                     dropped = stream.dropped
-    return statistics.median(plain), statistics.median(watched), dropped
+    none, reader_time, never = (statistics.median(times[k]) for k in ("none", "reader", "never"))
+    return none, reader_time, never, dropped
 
 
 async def main(iterations: int, json_path: str | None) -> int:
@@ -96,20 +117,25 @@ async def main(iterations: int, json_path: str | None) -> int:
     print("delegation overhead per delegation (same run, interleaved):")
     print(f"  nobody watches                   {none * 1e6:8.1f} µs")
     print(f"  one subscriber reads every item  {reader * 1e6:8.1f} µs   ({reader / none:.2f}x)")
-    plain, watched, dropped = await slow_subscriber(30)
-    print("child streaming 2,000 deltas, start → result → dispose (median of 30):")
-    print(f"  no subscriber                    {plain * 1e3:8.2f} ms")
+    plain, reading, never, dropped = await slow_subscriber(30)
+    print("child streaming 2,000 deltas, start → result → dispose (median of 30, interleaved):")
+    print(f"  a subscriber that reads every item {reading * 1e3:8.2f} ms   (baseline)")
     print(
-        f"  a subscriber that never reads    {watched * 1e3:8.2f} ms   ({watched / plain:.2f}x;"
+        f"  a subscriber that never reads      {never * 1e3:8.2f} ms   ({never / reading:.2f}x;"
         f" {dropped} items dropped, buffer 64)"
     )
+    print(f"  no subscriber (items never built)  {plain * 1e3:8.2f} ms   ({plain / reading:.2f}x)")
     if json_path:
         write_json(
             json_path,
             "tools/bench/bench_progress.py",
             {
                 "overhead_us": {"none": none * 1e6, "reader": reader * 1e6},
-                "slow_subscriber_ms": {"none": plain * 1e3, "never_reads": watched * 1e3},
+                "slow_subscriber_ms": {
+                    "none": plain * 1e3,
+                    "reads_all": reading * 1e3,
+                    "never_reads": never * 1e3,
+                },
             },
         )
     return 0

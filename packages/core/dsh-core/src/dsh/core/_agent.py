@@ -291,6 +291,13 @@ class Agent:
         else:
             await self.when_idle()
 
+    def start_driver(self) -> None:
+        """Start the pending turn(s) in a task of their own now instead of at the
+        loop's next iteration: for a caller that will not run them with
+        :meth:`drive` (an in-process child, whose waiters must not carry its turn)."""
+        if self._driver_pending:
+            self._spawn_driver()
+
     async def run(self, content: Content) -> TurnOutcome:
         """Run one turn with ``content`` and wait for it: a convenience for scripts."""
         start = len(self.session)

@@ -108,6 +108,7 @@ class InProcessProvider:
         handle.unlink = request.signal.on_abort(child.cancel)
         child.observe(handle, deltas=False)
         child.followup(request.prompt_blocks)
+        child.start_driver()  # its own task: a waiter giving up must not stop it
         return handle.run
 
     async def prepare_continuable(

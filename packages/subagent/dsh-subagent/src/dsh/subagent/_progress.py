@@ -114,15 +114,16 @@ class SubagentUsage(Mapping[str, Any]):
     # Mapping view ---------------------------------------------------------------------
 
     def _present(self) -> Iterator[tuple[str, Any]]:
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if value is None or (item.name == "incomplete" and not value):
+        for name in _USAGE_FIELDS:
+            value = getattr(self, name)
+            if value is None or value is False:  # unset, or not incomplete
                 continue
-            yield item.name, value
+            yield name, value
 
     def __getitem__(self, key: str) -> Any:
-        for name, value in self._present():
-            if name == key:
+        if key in _USAGE_FIELD_SET:
+            value = getattr(self, key)
+            if value is not None and value is not False:
                 return value
         raise KeyError(key)
 
@@ -142,6 +143,8 @@ def _add(a: Any, b: Any) -> Any:
 
 
 _UNKNOWN = SubagentUsage(incomplete=True)
+_USAGE_FIELDS = tuple(item.name for item in fields(SubagentUsage))
+_USAGE_FIELD_SET = frozenset(_USAGE_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

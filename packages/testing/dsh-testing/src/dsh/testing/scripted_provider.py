@@ -138,7 +138,24 @@ class ScriptedProvider:
             if self.dispose_error is not None:
                 raise self.dispose_error
 
-        handle = RunHandle(run_id, provider=self.name, dispose=dispose, label=request.label)
+        def dispose_now() -> bool:
+            # A run that settled at start has nothing to wait for: tear down in place.
+            if hold:
+                return False
+            unlink()
+            self.disposals += 1
+            self.live -= 1
+            if self.dispose_error is not None:
+                raise self.dispose_error
+            return True
+
+        handle = RunHandle(
+            run_id,
+            provider=self.name,
+            dispose=dispose,
+            dispose_now=dispose_now,
+            label=request.label,
+        )
         unlink = request.signal.on_abort(lambda reason: scope.cancel())
         if hold:
             request.parent.ctx.spawn(hold_open)

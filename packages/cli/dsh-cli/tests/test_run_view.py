@@ -209,6 +209,32 @@ def test_json_lines_carry_every_start_and_end(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
+def test_json_into_a_reader_that_goes_away_stops_quietly(tmp_path: Path) -> None:
+    # dsh run --json ... | head -1: the first write after the reader left cancels the
+    # run; no traceback, exit status 141 (128 + SIGPIPE), as a shell pipeline expects.
+    preset = write(tmp_path, TREE_PRESET)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dsh.cli", "run", "--json", "--preset", str(preset), "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "lead/text"
+        proc.stdout.close()  # the reader goes away; the child is still thinking (0.8 s)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 141, err.decode()
+    assert b"Traceback" not in err
+    assert b"Broken pipe" not in err
+
+
 def test_without_a_terminal_stdout_holds_the_answer_alone(tmp_path: Path) -> None:
     preset = write(tmp_path, TREE_PRESET)
     done = subprocess.run(

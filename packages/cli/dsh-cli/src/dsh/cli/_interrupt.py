@@ -20,6 +20,15 @@ class Interrupt:
     def __init__(self) -> None:
         self.signal: int | None = None
         """The signal that interrupted the work, or None."""
+        self._scope: anyio.CancelScope | None = None
+
+    def stop(self, signum: int) -> None:
+        """Cancel the work as if ``signum`` had arrived (first call wins); e.g.
+        ``SIGPIPE`` when the reader of the output went away."""
+        if self.signal is None:
+            self.signal = signum
+            if self._scope is not None:
+                self._scope.cancel()
 
     @property
     def exit_status(self) -> int:
@@ -32,10 +41,12 @@ class Interrupt:
         loop = asyncio.get_running_loop()
         installed: list[signal.Signals] = []
 
+        self._scope = scope
+        if self.signal is not None:  # stopped before the work began
+            scope.cancel()
+
         def on_signal(signum: int) -> None:
-            if self.signal is None:
-                self.signal = signum
-                scope.cancel()
+            self.stop(signum)
             # From now on the defaults apply: a second Ctrl-C raises KeyboardInterrupt.
             for sig in list(installed):
                 loop.remove_signal_handler(sig)
@@ -50,5 +61,6 @@ class Interrupt:
         try:
             yield
         finally:
+            self._scope = None
             for installed_sig in installed:
                 loop.remove_signal_handler(installed_sig)

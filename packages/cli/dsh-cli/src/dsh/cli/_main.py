@@ -159,7 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("dsh: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # The reader went away (dsh run ... | head): nothing more to say.
+        # The reader went away (dsh run ... | head): nothing more to say, and nothing
+        # left to flush at exit.
+        from dsh.cli._view import discard_output
+
+        discard_output(sys.stdout)
         sys.stderr.close()
         return 141
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -99,6 +100,7 @@ async def _run(
 
                 ctx.permissions.set_approver(TerminalApprover(view.suspended))
             lead = ctx.agents.create(label="lead")
+            view.on_output_closed = lambda: interrupt.stop(signal.SIGPIPE)
             unwatch = watch(ctx, lead, view)
             if env_model is not None:
                 view.notice(f"dsh: {env_model.describe()}")
@@ -118,6 +120,8 @@ async def _run(
     except DshError as exc:
         view.close()
         return _fail(_explain(exc, preset))
+    if interrupt.signal == signal.SIGPIPE:
+        return interrupt.exit_status  # the reader went away (| head): nothing to say
     if interrupt.signal is not None:
         print("dsh: interrupted", file=sys.stderr)
         return interrupt.exit_status

@@ -15,9 +15,10 @@ touches the run itself.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -38,7 +39,15 @@ from dsh.cli._tree import (
 from dsh.core import BusEvent, Event, text_of
 from dsh.subagent import SubagentProgress, SubagentUsage, UsageReport
 
-__all__ = ["JsonView", "LiveView", "PlainView", "RunSummary", "RunView", "usage_line"]
+__all__ = [
+    "JsonView",
+    "LiveView",
+    "PlainView",
+    "RunSummary",
+    "RunView",
+    "discard_output",
+    "usage_line",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +96,8 @@ class RunView:
         self.lead_tools: dict[str, str] = {}
         """The lead's tool calls running now: call id → tool name."""
         self.lead_state = "starting"
+        self.on_output_closed: Callable[[], None] = _nothing
+        """Called once if the reader of stdout went away (``dsh run --json | head``)."""
 
     def begin(self, lead_id: str) -> None:
         """The lead exists; the run is about to start."""
@@ -454,12 +465,20 @@ class JsonView(RunView):
         super().__init__()
         self.out = out or sys.stdout
         self._t0 = time.monotonic()
+        self._reader_gone = False
 
     def emit(self, kind: str, **fields: Any) -> None:
-        """Write one event line."""
+        """Write one event line (nothing more once the reader has gone away)."""
+        if self._reader_gone:
+            return
         record = {"type": kind, "t": round(time.monotonic() - self._t0, 4), **fields}
-        self.out.write(json.dumps(record, ensure_ascii=False, default=_json_default) + "\n")
-        self.out.flush()
+        try:
+            self.out.write(json.dumps(record, ensure_ascii=False, default=_json_default) + "\n")
+            self.out.flush()
+        except BrokenPipeError:
+            self._reader_gone = True
+            discard_output(self.out)
+            self.on_output_closed()
 
     def lead_text(self, text: str) -> None:
         if text:
@@ -513,6 +532,24 @@ class JsonView(RunView):
 
     def interrupted(self) -> None:
         self.emit("interrupted")
+
+
+def _nothing() -> None:
+    return None
+
+
+def discard_output(out: TextIO) -> None:
+    """Point ``out``'s descriptor at /dev/null, so that nothing written or flushed to
+    it later (at interpreter exit too) raises again."""
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 def _json_default(value: Any) -> Any:

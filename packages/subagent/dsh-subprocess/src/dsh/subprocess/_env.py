@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator
 
@@ -66,22 +66,19 @@ def check_env_name(name: str) -> str:
     return name
 
 
-def _names(value: list[str]) -> list[str]:
-    for name in value:
+_Names = TypeVar("_Names", list[str], dict[str, str])
+
+
+def _check_names(value: _Names) -> _Names:
+    for name in value:  # a list's items, a dict's keys
         check_env_name(name)
     return value
 
 
-def _variables(value: dict[str, str]) -> dict[str, str]:
-    for name in value:
-        check_env_name(name)
-    return value
-
-
-EnvNames = Annotated[list[str], AfterValidator(_names)]
+EnvNames = Annotated[list[str], AfterValidator(_check_names)]
 """A config field of variable names (``passthrough_env``): each one checked."""
 
-EnvVariables = Annotated[dict[str, str], AfterValidator(_variables)]
+EnvVariables = Annotated[dict[str, str], AfterValidator(_check_names)]
 """A config field of variables to set (``env``): each name checked."""
 
 

@@ -132,22 +132,21 @@ class ScriptedProvider:
             scope.cancel()
             if hold:
                 await finished.wait()
-            unlink()
-            self.disposals += 1
-            self.live -= 1
-            if self.dispose_error is not None:
-                raise self.dispose_error
+            release()
 
         def dispose_now() -> bool:
             # A run that settled at start has nothing to wait for: tear down in place.
             if hold:
                 return False
+            release()
+            return True
+
+        def release() -> None:
             unlink()
             self.disposals += 1
             self.live -= 1
             if self.dispose_error is not None:
                 raise self.dispose_error
-            return True
 
         handle = RunHandle(
             run_id,

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dsh.core import PermissionPolicy, validation_problems
-from dsh.subprocess import EnvNames, EnvVariables
+from dsh.subprocess import EnvVariables
 from dsh.tool_mcp._errors import McpConfigError
 
 __all__ = ["McpPluginConfig", "McpServerConfig", "Transport", "servers_from_acp"]
@@ -64,7 +64,7 @@ class McpServerConfig(BaseModel):
     args: list[str] = []
     env: EnvVariables = {}
     """Variables set on top of the credential-scrubbed environment."""
-    passthrough_env: EnvNames = []
+    passthrough_env: list[str] = []
     """Variables the server inherits from this process as they are (API keys...)."""
     cwd: str | None = None
     """Where the server runs; relative to the context's (or agent's) cwd. Unset: that cwd."""
@@ -90,6 +90,14 @@ class McpServerConfig(BaseModel):
                 f"invalid MCP server name {value!r}: use letters, digits, '_' and '-' only"
                 " (it prefixes the names of the server's tools)"
             )
+        return value
+
+    @field_validator("passthrough_env")
+    @classmethod
+    def _passthrough(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"invalid environment variable name {name!r}")
         return value
 
     @field_validator("headers")

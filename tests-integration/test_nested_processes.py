@@ -20,7 +20,7 @@ from dsh.subagent import SubagentStartRequest
 from dsh.testing.conformance import assert_no_new_processes
 from dsh.testing.processes import cmdline, descendants, live_children
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
 DSH_ACP = [sys.executable, "-m", "dsh.cli", "acp", "--preset"]
 
@@ -160,4 +160,31 @@ async def test_tearing_down_the_outer_run_reaches_the_grandchildren(
                     await lead.when_idle()
     elapsed = time.monotonic() - started
     assert elapsed < 8.0, f"{path} took {elapsed:.1f} s"
+    assert_no_new_processes(before, within=2.0)
+
+
+async def test_provider_managed_depth_still_has_a_ceiling_across_processes(
+    tmp_path: Path,
+) -> None:
+    """Every level is a `dsh acp` with the same preset and `max_depth = "provider-managed"`
+    (as the docs write an acp row): without a ceiling this recursed without end (issue 21
+    item 1). The default ceiling travels with the chain: it stops at depth 5, and the
+    refusal reaches the deepest model as a tool error."""
+    from dsh.subagent.kit import DEFAULT_MAX_DEPTH
+
+    same = tmp_path / "same.toml"
+    same.write_text(
+        RECURSE_MODEL
+        + acp_rows([*DSH_ACP, str(same)], tool_max_depth="provider-managed", depth_limit=False)
+    )
+    before = live_children()
+    async with Context.open(parse_preset(same.read_text()), cwd=tmp_path) as ctx:
+        agent = ctx.agents.create()
+        with anyio.fail_after(150):
+            outcome = await agent.run("recurse")
+        output = last_output(agent.session.events)
+    assert outcome.stop_reason == "completed", outcome.error
+    assert output.count("level done") == DEFAULT_MAX_DEPTH + 1  # the lead and five levels
+    depth = DEFAULT_MAX_DEPTH + 1
+    assert f"subagent depth {depth} exceeds max_depth {DEFAULT_MAX_DEPTH}" in output
     assert_no_new_processes(before, within=2.0)

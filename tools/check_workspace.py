@@ -6,7 +6,9 @@ pyproject ``name``; everything below is checked against that list.
 * The root pyproject's ``[project].dependencies`` and ``[tool.uv.sources]`` name
   exactly those distributions (the sources as ``{ workspace = true }``).
 * Every package: its folder is named after its distribution; a ``README.md`` (its
-  ``readme``) without links or paths that only resolve inside the repository;
+  ``readme``) without links that only resolve inside the repository, naming the
+  repository's files as tools/project_home.py says (code text while the project
+  has no public address, links under it once it has one);
   ``src/dsh/<import_name>/py.typed`` by the naming rule (``dsh-a-b-c`` imports as
   ``dsh.a_b_c``) and nothing else under ``src/dsh`` (no ``src/dsh/__init__.py``:
   ``dsh`` is a PEP 420 namespace); a ``tests/`` folder; a wheel built from
@@ -15,7 +17,8 @@ pyproject ``name``; everything below is checked against that list.
   ``LICENSE`` identical to the root one (hatchling cannot ship files from outside
   the project folder, so each package keeps a copy); the authors; the required
   classifiers and no ``License ::`` classifier (the SPDX ``license`` replaces
-  them); keywords; ``[project.urls]`` derived from the one URL base below.
+  them); keywords; ``[project.urls]`` by the rules of tools/project_home.py (none
+  while the project has no public address).
 * Every runtime dependency on a sibling (``dependencies`` and extras; dev groups
   are free) is bounded to the sibling's minor series, e.g. ``dsh-core>=0.1,<0.2``,
   and every sibling a package names has a ``{ workspace = true }`` source.
@@ -24,11 +27,12 @@ pyproject ``name``; everything below is checked against that list.
   plugins, is checked by MULTI_PLUGIN_PACKAGES instead); every entry point and
   script names a module that exists under ``src/``.
 
-The public URLs are defined here and nowhere else: REPOSITORY and DOCUMENTATION.
-To move them, change these two constants and run with ``--fix``, which rewrites
-every package's ``[project.urls]`` and the README links into this repository.
+The public addresses are set in tools/project_home.py and nowhere else (REPOSITORY
+and DOCUMENTATION, None for now). After changing them, run with ``--fix``, which
+rewrites every package's ``[project.urls]`` and the README links into this
+repository; ``--self-test`` checks those rules on a throwaway workspace.
 
-    uv run --frozen python tools/check_workspace.py [--fix]
+    uv run --frozen python tools/check_workspace.py [--fix | --self-test]
 """
 
 from __future__ import annotations
@@ -41,20 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# The one URL base. Every package's [project.urls] and every README link into the
-# repository are derived from these two values.
-REPOSITORY = "https://github.com/dsh-dev/dsh"
-DOCUMENTATION = "https://dsh-dev.github.io/dsh/"
-
-
-def project_urls() -> dict[str, str]:
-    return {
-        "Homepage": REPOSITORY,
-        "Documentation": DOCUMENTATION,
-        "Repository": REPOSITORY,
-        "Issues": f"{REPOSITORY}/issues",
-    }
-
+import project_home
+from project_home import check_project_urls, fix_package
 
 AUTHORS = [{"name": "the dsh authors"}]
 LICENSE = "MIT"
@@ -79,9 +71,6 @@ PLUGIN_GROUP = "dsh.plugins"
 # themselves: dsh-testing ships test plugins (example, scripted provider, keyed
 # model), each named `dsh-testing-<what>`.
 MULTI_PLUGIN_PACKAGES = {"dsh-testing"}
-# Top-level folders of the repository: a README path starting with one of these
-# only resolves in a checkout, not on a package index.
-REPO_FOLDERS = ("docs", "tools", "packages", "tests-integration", ".ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -313,13 +302,7 @@ def check_metadata(package: Package, root: Path, root_license: bytes | None) -> 
     keywords = project.get("keywords")
     if not keywords or not all(isinstance(k, str) and k.strip() for k in keywords):
         problems.append(f"{where}: keywords must be a non-empty list of words")
-    urls = project.get("urls", {})
-    for key, url in project_urls().items():
-        if urls.get(key) != url:
-            problems.append(
-                f'{where}: [project.urls] {key} must be "{url}" (found {urls.get(key)!r}); '
-                "--fix rewrites it"
-            )
+    problems += check_project_urls(project, where)
     return problems
 
 
@@ -386,133 +369,19 @@ def check_entry_points(package: Package, root: Path) -> list[str]:
     return problems
 
 
-# --- README links ---------------------------------------------------------------------
-
-_INLINE_LINK = re.compile(
-    r"!?\[(?P<text>(?:[^\[\]]|\[[^\]]*\])*)\]\(\s*<?(?P<target>[^)\s>]*)>?(?:\s+[\"'][^)]*[\"'])?\s*\)"
-)
-_REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(?P<target>\S+?)>?(?:\s+.*)?$", re.MULTILINE)
-_HTML_LINK = re.compile(r"\b(?:href|src)\s*=\s*[\"'](?P<target>[^\"']*)[\"']", re.IGNORECASE)
-# A link to a file on GitHub; the characters after it that end a Markdown or HTML link
-# are not part of the path.
-_GITHUB_FILE = re.compile(
-    r"(?P<base>https://github\.com/[^/\s]+/[^/\s#?]+)/(?P<kind>blob|tree|raw)/"
-    r"(?P<ref>[^/\s]+)/(?P<path>[^\s#?()<>\[\]\"']*)"
-)
-_BARE_PATH = re.compile(
-    r"(?<![\w./@-])(?:\.\.?/)*(?:" + "|".join(re.escape(f) for f in REPO_FOLDERS) + r")/[\w./-]*"
-)
-
-
-def readme_links(text: str) -> Iterator[tuple[int, str]]:
-    for pattern in (_INLINE_LINK, _REFERENCE_LINK, _HTML_LINK):
-        for match in pattern.finditer(text):
-            yield text.count("\n", 0, match.start()) + 1, match["target"]
-
-
-def check_link(target: str, root: Path) -> str | None:
-    """Why `target` breaks or leaves the one URL base, or None."""
-    if not target or target.startswith(("#", "mailto:")):
-        return None
-    if not re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):
-        return (
-            f"relative link {target!r} only resolves in the repository; "
-            f"use {REPOSITORY}/blob/main/<path>"
-        )
-    match = _GITHUB_FILE.match(target)
-    if match is None:
-        return None
-    if _through_another_base(match, root):
-        return f"link {target!r} points at this repository through another base; use {REPOSITORY}"
-    if match["base"] != REPOSITORY:
-        return None  # another project's file
-    if match["ref"] != "main":
-        return f"link {target!r} should point at main"
-    path = match["path"].rstrip("/")
-    if not path or not (root / path).exists():
-        return f"link {target!r}: {path or '(nothing)'} does not exist in the repository"
-    return None
-
-
-def _through_another_base(match: re.Match[str], root: Path) -> bool:
-    """A GitHub file link to one of this repository's files with a base other than REPOSITORY
-    (what is left after the base moved)."""
-    path = match["path"].rstrip("/")
-    return (
-        match["base"] != REPOSITORY
-        and path.split("/", 1)[0] in REPO_FOLDERS
-        and (root / path).exists()
-    )
+# --- README links and the URL base (rules in tools/project_home.py) ---------------------
 
 
 def check_readme(package: Package, root: Path) -> list[str]:
     readme = package.path / "README.md"
     if not readme.is_file():
         return []
-    where = readme.relative_to(root)
-    text = readme.read_text()
-    problems = [
-        f"{where}:{line}: {reason}"
-        for line, target in readme_links(text)
-        if (reason := check_link(target, root)) is not None
-    ]
-    # Paths into the repository outside a link (prose or code) do not resolve on an index.
-    without_links = _INLINE_LINK.sub(
-        lambda m: " " * len(m[0].replace("\n", "")) + "\n" * m[0].count("\n"), text
-    )
-    without_urls = re.sub(r"[a-z][a-z0-9+.-]*://\S+", lambda m: " " * len(m[0]), without_links)
-    for match in _BARE_PATH.finditer(without_urls):
-        path = re.sub(r"^(?:\.\.?/)+", "", match[0]).rstrip(".")
-        # A file of the repository, or a name that looks like one (not prose like "a/b").
-        if not ((root / path).exists() or re.search(r"\.[A-Za-z]+$", path)):
-            continue
-        line = without_urls.count("\n", 0, match.start()) + 1
-        problems.append(
-            f"{where}:{line}: {path!r} is a repository path; "
-            f"link it as [{path}]({REPOSITORY}/blob/main/{path})"
-        )
-    return problems
-
-
-# --- fix: move the URL base -----------------------------------------------------------
+    return project_home.check_readme(readme, root)
 
 
 def fix_urls(packages: list[Package], root: Path) -> list[str]:
-    """Rewrite [project.urls] and README links into this repository to the one base."""
-    changed: list[str] = []
-    block = "[project.urls]\n" + "".join(f'{k} = "{v}"\n' for k, v in project_urls().items())
-    for package in packages:
-        pyproject = package.path / "pyproject.toml"
-        text = pyproject.read_text()
-        match = re.search(
-            r"^\[project\.urls\]\n(?:(?!\[)[^\n]*\n)*?(?=\n*(?:\[|\Z))", text, re.MULTILINE
-        )
-        if match is not None:
-            new = text[: match.start()] + block + text[match.end() :]
-        else:
-            header = re.search(r"^\[project\]\n", text, re.MULTILINE)
-            following = re.search(r"^\[", text[header.end() :], re.MULTILINE) if header else None
-            if header is None:
-                continue
-            at = header.end() + following.start() if following else len(text)
-            new = text[:at] + block + "\n" + text[at:]
-        if new != text:
-            pyproject.write_text(new)
-            changed.append(str(pyproject.relative_to(root)))
-        readme = package.path / "README.md"
-        if readme.is_file():
-            text = readme.read_text()
-
-            def rebase(match: re.Match[str]) -> str:
-                if _through_another_base(match, root):
-                    return f"{REPOSITORY}/{match['kind']}/main/{match['path']}"
-                return match[0]
-
-            new = _GITHUB_FILE.sub(rebase, text)
-            if new != text:
-                readme.write_text(new)
-                changed.append(str(readme.relative_to(root)))
-    return changed
+    """Rewrite [project.urls] and README links into this repository to the one setting."""
+    return [path for package in packages for path in fix_package(package.path, root)]
 
 
 # --- main -----------------------------------------------------------------------------
@@ -540,9 +409,17 @@ def check(root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if argv not in ([], ["--fix"]):
-        print("usage: check_workspace.py [--fix]", file=sys.stderr)
+    if argv not in ([], ["--fix"], ["--self-test"]):
+        print("usage: check_workspace.py [--fix | --self-test]", file=sys.stderr)
         return 2
+    if argv == ["--self-test"]:
+        failures = project_home.self_test()
+        for failure in failures:
+            print(f"workspace self-test: FAILED {failure}", file=sys.stderr)
+        if failures:
+            return 1
+        print("workspace self-test: the URL and README rules pass")
+        return 0
     if argv == ["--fix"]:
         packages, _ = discover(ROOT)
         for path in fix_urls(packages, ROOT):

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The documentation site: https://dsh-dev.github.io/dsh/ (sources in docs/, config in
-# mkdocs.yml; tools/docs/README.md says how samples are checked and charts are made).
+# The documentation site, built locally (no public address yet; sources in docs/, config
+# in mkdocs.yml; tools/docs/README.md says how samples are checked and charts are made).
 #
-#   tools/docs.sh             build the site into site/ with `mkdocs build --strict` (a
-#                             broken link or anchor, a missing reference, a page the nav
-#                             does not name: each fails), then run every code sample
-#                             (tools/docs/check_samples.py) and the checker's own tests
+#   tools/docs.sh             check that every config table matches its pydantic model
+#                             (tools/docs/config_tables.py --check), build the site into
+#                             site/ with `mkdocs build --strict` (a broken link or anchor,
+#                             a missing reference, a page the nav does not name: each
+#                             fails), then run every code sample (tools/docs/check_samples.py)
+#                             and the checkers' own tests
 #   tools/docs.sh serve       the same site, live-reloading, on http://127.0.0.1:8000/
 #   tools/docs.sh samples [PAGE...]   only the sample check (-v lists every sample)
+#   tools/docs.sh tables      regenerate the config tables from the models (--write)
 #   tools/docs.sh charts      rerun the charted benchmarks (dsh and its peers) into
 #                             docs/assets/bench/*.json, then redraw docs/assets/charts/*.svg
 #
@@ -18,6 +21,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tools/ensure-uv.sh
+source tools/ensure-bwrap.sh
 
 export UV_PROJECT_ENVIRONMENT="${DSH_DOCS_ENV:-$PWD/.venvs/docs}"
 export NO_MKDOCS_2_WARNING=1 # Material's banner about MkDocs 2.0: not about this site
@@ -29,6 +33,7 @@ action="${1:-build}"
 case "$action" in
   build)
     started=$SECONDS
+    "$python" tools/docs/config_tables.py --check
     "$python" tools/docs/gen_reference.py
     "$python" tools/docs/charts.py --render-only
     # Not --quiet: it filters warnings out before --strict counts them.
@@ -49,8 +54,11 @@ case "$action" in
   charts)
     exec "$python" tools/docs/charts.py "$@"
     ;;
+  tables)
+    exec "$python" tools/docs/config_tables.py --write "$@"
+    ;;
   *)
-    echo "usage: tools/docs.sh [build|serve|samples [PAGE...]|charts [--only NAME]]" >&2
+    echo "usage: tools/docs.sh [build|serve|samples [PAGE...]|charts [--only NAME]|tables [PAGE...]]" >&2
     exit 2
     ;;
 esac

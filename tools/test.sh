@@ -3,16 +3,21 @@
 # that package and its declared dependencies (which proves the dependency rule at run time),
 # then the cross-package tests in tests-integration/.
 #
-# Installs what it needs: uv (from PyPI, if missing), the Python packages (uv.lock), and the
-# pinned Codex CLI (npm) that the codex provider's tests drive for real.
+# Installs what it needs: uv (from PyPI, if missing), bubblewrap (the sandbox; Debian package,
+# when run as root or with sudo), the Python packages (uv.lock), and the pinned Codex CLI and
+# claude-agent-acp (npm) that the codex and acp providers' tests drive for real, and the
+# TypeScript ACP SDK (npm) that drives `dsh acp` in dsh-cli's tests.
 #
 # Usage: tools/test.sh [PACKAGE-NAME ...]     (default: every package, then integration)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tools/ensure-uv.sh
+source tools/ensure-bwrap.sh
 
 uv sync --frozen --quiet
 tools/install-codex.sh >/dev/null
+tools/install-claude-agent-acp.sh >/dev/null
+tools/install-acp-sdk.sh >/dev/null
 
 envs="${DSH_PACKAGE_ENVS:-$PWD/.venvs}"
 selected=("$@")

@@ -7,11 +7,12 @@ What each fenced block gets (tools/docs/README.md has the reasons):
 * ``python`` -- run. A page's Python blocks run in order in one namespace, as a reader
   pasting them into ``python -m asyncio`` would (top-level ``await`` and ``async with``
   work), in a scratch working directory holding tools/docs/sandbox/dsh.toml (the
-  standard preset with the scripted model) and the repository's README.md. A block
+  standard preset with the scripted model, trusted as ``dsh init`` trusts the file it
+  writes, in a trust store of the scratch's own) and the repository's README.md. A block
   after ``<!-- source: PATH#REGION -->`` must equal that region of the file; lines
   ``--8<-- "PATH:REGION"`` are replaced by the region, as pymdownx.snippets does.
 * ``toml`` -- a preset (top-level keys among ``extends``, ``agent``, ``plugin``,
-  ``permissions``) is parsed with ``dsh.core.parse_preset`` and loaded with
+  ``permissions``, ``sandbox``) is parsed with ``dsh.core.parse_preset`` and loaded with
   ``Context.open`` (every plugin row found, configured and applied); other TOML
   (``title="pyproject.toml"`` and the like) is parsed as TOML.
 * ``json`` -- parsed.
@@ -67,7 +68,7 @@ PAGE_TIMEOUT = float(os.environ.get("DSH_DOCS_PAGE_TIMEOUT", "240"))
 
 SHELL = {"sh", "bash", "shell", "console"}
 OUTPUT = {"", "text", "txt", "output"}
-PRESET_KEYS = {"extends", "agent", "plugin", "permissions"}
+PRESET_KEYS = {"extends", "agent", "plugin", "permissions", "sandbox"}
 NOT_RUN = re.compile(r"^\s*(?:#|//)\s*not run:\s*(?P<reason>.*?)\s*$")
 COMMENT = re.compile(r"^\s*<!--\s*(?P<text>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*?)\s*$")
@@ -567,7 +568,16 @@ def check_shell(sample: Sample, scratch: Path, report: PageReport) -> None:
 def _sample_env(scratch: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not CREDENTIALS.search(k)}
     env["HOME"] = str(scratch / "home")
+    env["DSH_STATE_DIR"] = str(scratch / "home" / "state")  # workspace trust: the scratch's
     return env
+
+
+def trust_sandbox(scratch: Path) -> None:
+    """Trust the scratch's dsh.toml as ``dsh init`` trusts the file it writes, so a
+    sample's ``find_preset()`` reads it (run with the sample environment in place)."""
+    from dsh.core import trust_preset
+
+    trust_preset(scratch / "dsh.toml")
 
 
 def prepare_scratch(scratch: Path) -> None:
@@ -636,6 +646,7 @@ def check_page(page: Path) -> PageReport:
             os.environ.clear()
             os.environ.update(_sample_env(scratch))
             try:
+                trust_sandbox(scratch)
                 run_python(python, report)
             finally:
                 os.chdir(previous)

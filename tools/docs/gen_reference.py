@@ -13,7 +13,11 @@ removed one loses it, without a hand edit: every ``*.md`` in the output folder i
 rewritten or removed. The pages are committed too (deterministic output), so that the
 reference index reads on GitHub; a build never depends on them being current.
 
-    python tools/docs/gen_reference.py [--root DIR] [--out DIR]
+Each page links its package's source under ``--repository`` (default: REPOSITORY in
+tools/project_home.py, the one setting for the public addresses); with no repository
+(the project has no public address yet) it names the folder as code text instead.
+
+    python tools/docs/gen_reference.py [--root DIR] [--out DIR] [--repository URL]
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+from project_home import REPOSITORY  # noqa: E402  (tools/ is not a package)
 
 
 @dataclass(frozen=True)
@@ -120,14 +126,15 @@ def distributions(root: Path) -> list[Distribution]:
     return found
 
 
-def page(dist: Distribution, repository: str) -> str:
+def page(dist: Distribution, repository: str | None) -> str:
+    folder = dist.folder.as_posix()
+    source = f"[source]({repository}/tree/main/{folder})" if repository else f"source: `{folder}/`"
     lines = [
         f"# {dist.name}",
         "",
         f"{dist.description}",
         "",
-        f"`pip install {dist.name}` · `import {dist.import_name}` · "
-        f"[source]({repository}/tree/main/{dist.folder.as_posix()})",
+        f"`pip install {dist.name}` · `import {dist.import_name}` · {source}",
         "",
     ]
     if not dist.modules:
@@ -166,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=None, help="default: ROOT/docs/reference")
-    parser.add_argument("--repository", default="https://github.com/dsh-dev/dsh")
+    parser.add_argument(
+        "--repository",
+        default=REPOSITORY,
+        help="the repository's address, for source links (default: none, names the folder)",
+    )
     args = parser.parse_args(argv)
     out: Path = args.out or args.root / "docs" / "reference"
     out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
-"""Fixtures: a real ``dsh a2a`` process on 127.0.0.1 (port 0), a prompt-keyed preset, and an
-httpx transport that records every payload the SDK's client receives."""
+"""Fixtures: a real ``dsh a2a`` process on 127.0.0.1 (port 0), a prompt-keyed preset, an
+httpx transport that records every payload the SDK's client receives, and raw-socket
+helpers (requests the SDK's client would never send)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -34,6 +37,34 @@ replies = [{ error = "the scripted model fails on purpose" }]
 text = "Done: {prompt}"
 chunks = 3
 """
+
+COMMAND_TOOL_PRESET = (
+    KEYED_PRESET
+    + """
+[[plugin]]
+name = "dsh-testing-example"
+config = { command_tool = "run" }
+
+[[agent.model.options.rules]]
+contains = "run the script"
+[[agent.model.options.rules.replies]]
+text = "Running it."
+tool_calls = [{ name = "run", arguments = { argv = ["/bin/sh", "-c", "$SCRIPT"] } }]
+[[agent.model.options.rules.replies]]
+text = "ran: {tool_results}"
+"""
+)
+
+
+def command_tool_preset(directory: Path, script: str) -> Path:
+    """The keyed preset plus a ``run`` tool (dsh-testing-example's command tool, which
+    inherits the server's environment); a prompt containing "run the script" makes the
+    model call it with ``/bin/sh -c <script>``."""
+    path = directory / "command-agent.toml"
+    escaped = script.replace("\\", "\\\\").replace('"', '\\"')
+    path.write_text(COMMAND_TOOL_PRESET.replace("$SCRIPT", escaped), encoding="utf-8")
+    return path
+
 
 READY = re.compile(r"dsh a2a: serving \"[^\"]*\" at (\S+) ")
 START_BOUND = 90.0
@@ -99,6 +130,79 @@ def start_server(
     server = Server(process, "", stderr_path)
     server.stop(signal.SIGKILL)
     raise AssertionError(f"dsh a2a did not start:\n{server.stderr}")
+
+
+def address(server: Server) -> tuple[str, int]:
+    """The server's host and port."""
+    parts = urlsplit(server.url)
+    assert parts.hostname is not None
+    assert parts.port is not None
+    return parts.hostname, parts.port
+
+
+def connect(server: Server, timeout: float = 30.0) -> socket.socket:
+    """A raw TCP connection to the server (``timeout`` on each receive)."""
+    sock = socket.create_connection(address(server), timeout=10)
+    sock.settimeout(timeout)
+    return sock
+
+
+def read_until_closed(sock: socket.socket, bound: float = 30.0) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and the seconds that
+    took; fails if the connection is still open after ``bound`` seconds."""
+    started = time.monotonic()
+    received = b""
+    while True:
+        remaining = bound - (time.monotonic() - started)
+        assert remaining > 0, f"the server kept the connection open; got {received[:200]!r}"
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        except TimeoutError:
+            raise AssertionError(
+                f"the server kept the connection open for {bound} s; got {received[:200]!r}"
+            ) from None
+        if not chunk:
+            return received, time.monotonic() - started
+        received += chunk
+
+
+def read_response(sock: socket.socket, bound: float = 30.0) -> bytes:
+    """One HTTP response with a ``content-length`` (head and body) from ``sock``."""
+    sock.settimeout(bound)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection; got {received[:200]!r}"
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection; got {received[:200]!r}"
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def status_of(response: bytes) -> int:
+    """The status code of a raw HTTP response."""
+    line = response.split(b"\r\n", 1)[0]
+    assert line.startswith(b"HTTP/1.1 "), response[:200]
+    return int(line.split()[1])
+
+
+def rss_kib(pid: int) -> int:
+    """The resident set size of process ``pid`` in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
 
 
 @pytest.fixture
@@ -206,6 +310,16 @@ def sse_data(body: bytes) -> list[str]:
     return events
 
 
+LEGACY_CARD_FIELDS = (
+    "url",
+    "preferredTransport",
+    "protocolVersion",
+    "additionalInterfaces",
+    "security",
+)
+"""Top-level fields of the agent card that only A2A 0.3 clients read."""
+
+
 def validate_exchanges(exchanges: Sequence[Exchange]) -> dict[str, int]:
     """Parse every recorded payload strictly (unknown fields are errors) into the SDK's
     types; returns how many payloads of each kind were checked."""
@@ -233,7 +347,10 @@ def validate_exchanges(exchanges: Sequence[Exchange]) -> dict[str, int]:
     for exchange in exchanges:
         assert exchange.status == 200, (exchange.url, exchange.status, exchange.body[:300])
         if exchange.method == "GET":
-            check("AgentCard", AgentCard, json.loads(exchange.body))
+            card = json.loads(exchange.body)
+            for legacy in LEGACY_CARD_FIELDS:  # the card's A2A 0.3 view (test_v03_client.py)
+                card.pop(legacy, None)
+            check("AgentCard", AgentCard, card)
             continue
         method = exchange.request["method"]
         if "text/event-stream" in exchange.content_type:

@@ -29,7 +29,7 @@ from google.protobuf.json_format import MessageToDict
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
-EXTENSION = "https://dsh-dev.github.io/dsh/a2a/extensions/dsh/v1"
+EXTENSION = "urn:dsh:a2a:extension:lineage:v1"
 
 
 class Sdk:
@@ -82,7 +82,12 @@ async def test_card_send_stream_lookup_and_strict_payloads(
     harness, transport = sdk
     card = harness.card
     assert card.capabilities.streaming
-    assert [i.protocol_binding for i in card.supported_interfaces] == ["JSONRPC", "HTTP+JSON"]
+    assert [(i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
+        ("JSONRPC", "1.0"),
+        ("HTTP+JSON", "1.0"),
+        ("JSONRPC", "0.3.0"),  # for A2A 0.3 clients (test_v03_client.py)
+        ("HTTP+JSON", "0.3.0"),
+    ]
     assert card.supported_interfaces[0].url == harness.server.url
     assert card.skills[0].id == "task"
     extension = next(e for e in card.capabilities.extensions if e.uri == EXTENSION)

@@ -129,3 +129,53 @@ def test_any_line_is_classified_and_a_request_always_gets_an_answer_shape(line: 
         json.dumps(reply)  # serializable
         assert set(reply) == {"jsonrpc", "id", "error"}
         assert reply["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("line", "reply_id"),
+    [
+        (b'{"jsonrpc":"1.0","id":5,"method":"initialize","params":{}}', 5),
+        (b'{"id":"a","method":"initialize"}', "a"),
+        (b'{"jsonrpc":2,"method":"session/cancel"}', None),
+        (b'{"jsonrpc":"1.0","id":3,"result":{}}', None),  # a response: nobody to answer by id
+    ],
+)
+def test_a_server_requires_jsonrpc_2_0(line: bytes, reply_id: Any) -> None:
+    frame = classify(line, require_version=True)
+    assert frame is not None
+    assert frame.kind == "error"
+    assert frame.reply is not None
+    assert frame.reply["id"] == reply_id
+    assert frame.reply["error"]["code"] == INVALID_REQUEST
+    assert "jsonrpc" in frame.reply["error"]["message"]
+    lenient = classify(line)  # the provider reads agents leniently
+    assert lenient is not None
+    assert lenient.kind != "error"
+
+
+def test_lone_surrogates_are_replaced_in_content_and_kept_in_the_id() -> None:
+    from dsh.acp import scrub_surrogates  # new in this version: the old one fails here
+
+    frame = classify(
+        b'{"jsonrpc":"2.0","id":"\\udc00","method":"m\\ud800",'
+        b'"params":{"k\\udfff":["hi \\ud83d","\\ud83d\\ude00 whole"]}}'
+    )
+    assert frame is not None
+    assert frame.kind == "request"
+    assert frame.message == {
+        "jsonrpc": "2.0",
+        "id": "\udc00",
+        "method": "m\ufffd",
+        "params": {"k\ufffd": ["hi \ufffd", "\U0001f600 whole"]},
+    }
+    assert scrub_surrogates({"a": ["\ud800", 1, None]}) == {"a": ["\ufffd", 1, None]}
+
+
+def test_encode_message_escapes_lone_surrogates_only_when_it_must() -> None:
+    from dsh.acp import encode_message
+
+    line = encode_message({"id": "\ud800", "text": "é"})
+    assert line.endswith(b"\n")
+    assert line.decode("utf-8")  # valid UTF-8
+    assert json.loads(line) == {"id": "\ud800", "text": "é"}
+    assert encode_message({"text": "é"}) == '{"text":"é"}\n'.encode()  # compact, not escaped

@@ -16,6 +16,15 @@ WATCHDOG_MARK = "dsh-watchdog"
 
 
 @pytest.fixture(autouse=True)
+def _private_trust_store(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every test (and every dsh it starts) records workspace trust in a folder of its
+    own, never in the user's state directory."""
+    monkeypatch.setenv("DSH_STATE_DIR", str(tmp_path_factory.mktemp("dsh-state")))
+
+
+@pytest.fixture(autouse=True)
 def _let_exited_dsh_watchdogs_finish() -> Iterator[None]:
     yield
     deadline = time.monotonic() + 10

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION, Client, connect_to_agent, text_block
+from acp import PROTOCOL_VERSION, Client, connect_to_agent
 from acp.core import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
@@ -22,6 +22,7 @@ from acp.schema import (
     McpServerStdio,
     PermissionOption,
     RequestPermissionResponse,
+    TextContentBlock,
     ToolCallUpdate,
 )
 
@@ -122,16 +123,24 @@ async def test_an_mcp_server_from_the_editor_serves_that_session_and_ends_with_i
     editor = Editor("allow_once")
     async with dsh_acp(tmp_path, editor) as (conn, pid):
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[_mcp_server()])
-        servers = [p for p in descendants(pid) if "dsh.testing.mcp_server" in cmdline(p)]
+        servers = [
+            p
+            for p in descendants(pid)
+            if "dsh.testing.mcp_server" in cmdline(p) and "bwrap" not in cmdline(p).split()[0]
+        ]  # the server itself, not the bubblewrap processes around it
         assert len(servers) == 1
         with anyio.fail_after(30):
-            answer = await conn.prompt(session_id=session.session_id, prompt=[text_block("add")])
+            answer = await conn.prompt(
+                session_id=session.session_id, prompt=[TextContentBlock(type="text", text="add")]
+            )
         assert answer.stop_reason == "end_turn"
         assert "The sum is 42" in editor.texts[session.session_id]
         assert editor.asked[0][0] is not None  # MCP tools ask by default
         other = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         with anyio.fail_after(30):
-            plain = await conn.prompt(session_id=other.session_id, prompt=[text_block("add")])
+            plain = await conn.prompt(
+                session_id=other.session_id, prompt=[TextContentBlock(type="text", text="add")]
+            )
         assert plain.stop_reason == "end_turn"
         assert 'unknown tool "calc__add"' in editor.texts[other.session_id]  # not this session's
         await conn.close_session(session_id=session.session_id)
@@ -145,7 +154,9 @@ async def test_an_ask_permission_goes_to_the_editor(tmp_path: Path) -> None:
     async with dsh_acp(tmp_path, editor) as (conn, _pid):
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         with anyio.fail_after(30):
-            await conn.prompt(session_id=session.session_id, prompt=[text_block("shell")])
+            await conn.prompt(
+                session_id=session.session_id, prompt=[TextContentBlock(type="text", text="shell")]
+            )
     assert editor.asked == [
         ("Run `echo ran-it`", "execute", ["allow_once", "allow_always", "reject_once"])
     ]

@@ -12,9 +12,14 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent, text_block
+from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent
 from acp.core import ClientSideConnection
-from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
+from acp.schema import (
+    PermissionOption,
+    RequestPermissionResponse,
+    TextContentBlock,
+    ToolCallUpdate,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -138,7 +143,7 @@ async def test_initialize_new_session_and_streamed_prompt(tmp_path: Path) -> Non
         assert init.agent_capabilities.load_session is False  # no sessions dir
         session = await server.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         response = await server.conn.prompt(
-            session_id=session.session_id, prompt=[text_block("hi there")]
+            session_id=session.session_id, prompt=[TextContentBlock(type="text", text="hi there")]
         )
     assert response.stop_reason == "end_turn"
     assert response.usage is not None
@@ -155,7 +160,8 @@ async def test_tool_calls_are_reported_as_tool_call_updates(tmp_path: Path) -> N
         await _initialize(server.conn)
         session = await server.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         response = await server.conn.prompt(
-            session_id=session.session_id, prompt=[text_block("please use the tool")]
+            session_id=session.session_id,
+            prompt=[TextContentBlock(type="text", text="please use the tool")],
         )
     assert response.stop_reason == "end_turn"
     assert recorder.kinds() == [
@@ -165,7 +171,7 @@ async def test_tool_calls_are_reported_as_tool_call_updates(tmp_path: Path) -> N
         "agent_message_chunk",
     ]
     call, result = recorder.updates[0], recorder.updates[1]
-    assert call["title"] == "echo"
+    assert call["title"] == 'echo {"text": "ping"}'  # as its permission request would say
     assert call["status"] == "pending"
     assert call["rawInput"] == {"text": "ping"}
     assert result["toolCallId"] == call["toolCallId"]
@@ -181,7 +187,9 @@ async def test_cancel_ends_the_turn_cancelled_and_the_session_goes_on(tmp_path: 
         session = await server.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         sid = session.session_id
         turn = asyncio.ensure_future(
-            server.conn.prompt(session_id=sid, prompt=[text_block("please hang")])
+            server.conn.prompt(
+                session_id=sid, prompt=[TextContentBlock(type="text", text="please hang")]
+            )
         )
         await anyio.sleep(0.5)
         assert not turn.done()
@@ -189,7 +197,9 @@ async def test_cancel_ends_the_turn_cancelled_and_the_session_goes_on(tmp_path: 
         with anyio.fail_after(5):
             response = await turn
         assert response.stop_reason == "cancelled"
-        again = await server.conn.prompt(session_id=sid, prompt=[text_block("still there?")])
+        again = await server.conn.prompt(
+            session_id=sid, prompt=[TextContentBlock(type="text", text="still there?")]
+        )
         assert again.stop_reason == "end_turn"
     assert recorder.text() == "Hello from dsh: still there?"
 
@@ -200,7 +210,9 @@ async def test_a_failed_turn_answers_with_an_error(tmp_path: Path) -> None:
         await _initialize(server.conn)
         session = await server.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         with pytest.raises(RequestError) as info:
-            await server.conn.prompt(session_id=session.session_id, prompt=[text_block("fail")])
+            await server.conn.prompt(
+                session_id=session.session_id, prompt=[TextContentBlock(type="text", text="fail")]
+            )
     assert info.value.code == -32603
     assert str(info.value) == (
         "dsh turn error: model call failed: the scripted model fails on purpose"
@@ -222,7 +234,9 @@ async def test_load_session_replays_history_and_continues(tmp_path: Path) -> Non
         assert init.agent_capabilities.load_session
         session = await server.conn.new_session(cwd=str(work), mcp_servers=[])
         sid = session.session_id
-        await server.conn.prompt(session_id=sid, prompt=[text_block("please use the tool")])
+        await server.conn.prompt(
+            session_id=sid, prompt=[TextContentBlock(type="text", text="please use the tool")]
+        )
     header = json.loads((sessions / f"{sid}.jsonl").read_text().splitlines()[0])
     assert header["meta"]["cwd"] == str(work)
     assert header["meta"]["origin"] == "acp"
@@ -236,7 +250,9 @@ async def test_load_session_replays_history_and_continues(tmp_path: Path) -> Non
             await server.conn.load_session(cwd=str(work), session_id="nope", mcp_servers=[])
         assert info.value.code == -32002  # resource not found
         second.updates.clear()
-        response = await server.conn.prompt(session_id=sid, prompt=[text_block("and now?")])
+        response = await server.conn.prompt(
+            session_id=sid, prompt=[TextContentBlock(type="text", text="and now?")]
+        )
     assert [u["sessionUpdate"] for u in replayed] == [
         "user_message_chunk",
         "tool_call",
@@ -272,7 +288,9 @@ async def test_unsupported_methods_answer_method_not_found(tmp_path: Path) -> No
             await server.conn.new_session(cwd="relative/dir", mcp_servers=[])
         assert info.value.code == -32602
         with pytest.raises(RequestError) as info:
-            await server.conn.prompt(session_id="unknown", prompt=[text_block("x")])
+            await server.conn.prompt(
+                session_id="unknown", prompt=[TextContentBlock(type="text", text="x")]
+            )
         assert info.value.code == -32602
 
 

@@ -61,7 +61,7 @@ def test_run_with_a_preset(tmp_path: Path) -> None:
         '[agent.model]\nadapter = "scripted"\n'
         '[[agent.model.options.replies]]\ntext = "echo: {prompt}"\n'
     )
-    done = dsh("run", "ping", cwd=tmp_path)
+    done = dsh("run", "--trust", "ping", cwd=tmp_path)  # ./dsh.toml, not trusted yet
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "echo: ping"
     failing = tmp_path / "failing.toml"
@@ -79,7 +79,8 @@ def test_bad_preset_row_is_reported(tmp_path: Path) -> None:
     done = dsh("run", "--preset", str(preset), "x")
     assert done.returncode == 2
     assert (
-        'preset row 1 (id "no-such-plugin", plugin "no-such-plugin"): unknown plugin' in done.stderr
+        f'{preset} row 1 (id "no-such-plugin", plugin "no-such-plugin"): unknown plugin'
+        in done.stderr
     )
 
 
@@ -136,7 +137,7 @@ def test_cwd_is_where_dsh_toml_is_found_and_the_agent_works(tmp_path: Path) -> N
         '[[plugin]]\nname = "dsh-tool-fs"\n'
     )
     (tmp_path / "here.txt").write_text("the right folder\n")
-    done = dsh("run", "--cwd", str(tmp_path), "read it")
+    done = dsh("run", "--trust", "--cwd", str(tmp_path), "read it")
     assert done.returncode == 0, done.stderr
     assert "the right folder" in done.stdout
 
@@ -157,6 +158,14 @@ def test_init_writes_a_commented_preset_and_refuses_to_overwrite(tmp_path: Path)
     preset = load_preset(tmp_path / "dsh.toml")
     assert {"dsh-tool-fs", "dsh-tool-shell", "tool-subagent"} <= {r.id for r in preset.plugin}
     assert preset.agent.model is None
+    # You wrote it with dsh init: trusted as written; an edit asks again.
+    from dsh.core import UntrustedPresetError, check_trust
+
+    check_trust(tmp_path / "dsh.toml")
+    with (tmp_path / "dsh.toml").open("a") as edited:
+        edited.write("# edited\n")
+    with pytest.raises(UntrustedPresetError, match="changed"):
+        check_trust(tmp_path / "dsh.toml")
 
 
 def test_a_dsh_toml_with_only_a_model_extends_the_standard_preset(tmp_path: Path) -> None:
@@ -165,21 +174,21 @@ def test_a_dsh_toml_with_only_a_model_extends_the_standard_preset(tmp_path: Path
         '[[agent.model.options.replies]]\ntext = "tools: {prompt}"\n'
         '[[plugin]]\nid = "tool-subagent-fork"\ndisabled = true\n'
     )
-    done = dsh("run", "ping", cwd=tmp_path)
+    done = dsh("run", "--trust", "ping", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "tools: ping\n"
 
 
 def test_unknown_adapter_is_a_clear_config_error(tmp_path: Path) -> None:
     (tmp_path / "dsh.toml").write_text('[agent.model]\nadapter = "openai"\nmodel = "m"\n')
-    done = dsh("run", "hi", cwd=tmp_path)
+    done = dsh("run", "--trust", "hi", cwd=tmp_path)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "[agent.model] of" in done.stderr
     assert 'no LLM adapter named "openai" (registered: scripted)' in done.stderr
     assert 'extends = "standard"' in done.stderr
     (tmp_path / "dsh.toml").write_text('[agent.model]\nadapter = "gpt"\n')
-    done = dsh("run", "hi", cwd=tmp_path)
+    done = dsh("run", "--trust", "hi", cwd=tmp_path)
     assert done.returncode == 2
     assert 'no LLM adapter named "gpt" (registered: scripted)' in done.stderr
 
@@ -189,7 +198,7 @@ def test_unknown_provider_on_a_tool_row_names_the_row(tmp_path: Path) -> None:
         '[agent.model]\nadapter = "scripted"\n'
         '[[plugin]]\nname = "dsh-tool-subagent"\nconfig = { provider = "spwan" }\n'
     )
-    done = dsh("run", "hi", cwd=tmp_path)
+    done = dsh("run", "--trust", "hi", cwd=tmp_path)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert '"spwan"' in done.stderr

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from dsh.cli._live_view import LiveView
 from dsh.cli._tree import DelegationTree, describe_call, format_usage
-from dsh.cli._view import LiveView
 from dsh.subagent import SubagentProgress, SubagentUsage
 
 pytestmark = pytest.mark.timeout(90)

@@ -14,7 +14,8 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION, Client, connect_to_agent, text_block
+from acp import PROTOCOL_VERSION, Client, connect_to_agent
+from acp.schema import TextContentBlock
 
 from dsh.testing.model_servers import OpenAIChatServer
 
@@ -73,7 +74,9 @@ async def test_the_documented_zed_configuration_works(tmp_path: Path) -> None:
             with anyio.fail_after(60):
                 await conn.initialize(protocol_version=PROTOCOL_VERSION)
                 session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-                answer = await conn.prompt(session_id=session.session_id, prompt=[text_block("hi")])
+                answer = await conn.prompt(
+                    session_id=session.session_id, prompt=[TextContentBlock(type="text", text="hi")]
+                )
         finally:
             await conn.close()
             process.stdin.close()

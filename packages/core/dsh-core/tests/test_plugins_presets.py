@@ -105,10 +105,10 @@ async def test_duplicate_tool_name_row_is_named() -> None:
 def test_preset_file_errors_name_the_row(tmp_path: pytest.TempPathFactory) -> None:
     path = tmp_path / "p.toml"  # type: ignore[operator]
     path.write_text('[[plugin]]\nname = "a"\ncolour = "red"\n')
-    with pytest.raises(PresetError, match=r"p\.toml: preset row 1 \(plugin \"a\"\): colour"):
+    with pytest.raises(PresetError, match=r"/p\.toml row 1 \(plugin \"a\"\): colour"):
         load_preset(path)
     path.write_text('[[plugin]]\nid = "x"\nname = "a"\n[[plugin]]\nid = "x"\nname = "b"\n')
-    with pytest.raises(PresetError, match=r"preset row 2 .*duplicate id"):
+    with pytest.raises(PresetError, match=r"/p\.toml row 2 .*duplicate id"):
         load_preset(path)
     path.write_text("[agent\n")
     with pytest.raises(PresetError, match="not valid TOML"):

@@ -19,7 +19,12 @@ def chat_server() -> Iterator[OpenAIChatServer]:
 
 @pytest.fixture
 def options(chat_server: OpenAIChatServer) -> OpenAIOptions:
-    """Options for the fake server: no API key, short timeouts."""
+    """Options for the fake server: no API key, short timeouts, no pricing (the usage
+    compared as the server sent it; test_llm_openai_pricing.py prices)."""
     return OpenAIOptions(
-        base_url=chat_server.api_base, api_key_env="", read_timeout=5, connect_timeout=2
+        base_url=chat_server.api_base,
+        api_key_env="",
+        read_timeout=5,
+        connect_timeout=2,
+        pricing="none",
     )

@@ -1,6 +1,9 @@
 """An A2A agent written with the A2A SDK alone (no dsh code): what the ``a2a`` provider
-is tested against. Run: ``python sdk_agent.py [--no-streaming] [--grpc-only]``; it prints
-``sdk agent listening on URL`` on stderr, then serves until SIGTERM.
+is tested against. Run: ``python sdk_agent.py [--no-streaming] [--grpc-only] [--v03]``; it
+prints ``sdk agent listening on URL`` on stderr, then serves until SIGTERM. With ``--v03``
+it is an A2A 0.3 agent: its card has only the 0.3 fields (``url``, ``protocolVersion:
+0.3.0``...) and it answers the 0.3 methods (``message/send``, ``tasks/cancel``...; the
+SDK's 0.3 compatibility layer).
 
 What it does with a message, by its text:
 
@@ -9,6 +12,8 @@ What it does with a message, by its text:
 * ``reject`` — rejected ("not my kind of task");
 * ``input`` — input-required ("which file do you mean?");
 * ``direct`` — answers with a message, no task;
+* ``steps`` — working ("Thinking..."), then "step 1", "step 2", "step 3" in quick
+  succession, a pause of 1.5 s, then the echo as below;
 * ``lineage`` — answers with the depth and limit it found in ``metadata.dsh``;
 * anything else — working ("Thinking..."), the answer ``Echo: <text>`` streamed as
   two chunks of one artifact, completed.
@@ -23,6 +28,7 @@ import sys
 import uuid
 
 import uvicorn
+from a2a.compat.v0_3.conversions import to_compat_agent_card
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -40,8 +46,12 @@ from a2a.types import (
     TaskState,
     TaskStatus,
 )
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 
 def say(updater: TaskUpdater, text: str) -> Message:
@@ -83,6 +93,13 @@ class SdkAgent(AgentExecutor):
         if "input" in text:
             await updater.requires_input(say(updater, "which file do you mean?"))
             return
+        if "steps" in text:
+            for step in (1, 2, 3):
+                await updater.update_status(
+                    TaskState.TASK_STATE_WORKING, say(updater, f"step {step}")
+                )
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(1.5)
         if "lineage" in text:
             meta = MessageToDict(context.message.metadata) if context.message else {}
             dsh = meta.get("dsh", {})
@@ -106,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-streaming", action="store_true")
     parser.add_argument("--grpc-only", action="store_true")
+    parser.add_argument("--v03", action="store_true")
     args = parser.parse_args()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
@@ -117,7 +135,9 @@ def main() -> None:
         description="An A2A agent built with the SDK alone.",
         version="1.0.0",
         supported_interfaces=[
-            AgentInterface(url=where, protocol_binding=binding, protocol_version="1.0")
+            AgentInterface(
+                url=where, protocol_binding=binding, protocol_version="0.3.0" if args.v03 else "1.0"
+            )
         ],
         capabilities=AgentCapabilities(streaming=not args.no_streaming),
         default_input_modes=["text/plain"],
@@ -127,9 +147,18 @@ def main() -> None:
     handler = DefaultRequestHandler(
         agent_executor=SdkAgent(), task_store=InMemoryTaskStore(), agent_card=card
     )
-    app = Starlette(
-        routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
-    )
+    card_routes = create_agent_card_routes(card)
+    if args.v03:  # the card as a 0.3 agent serves it: the 0.3 fields only
+        legacy = to_compat_agent_card(card).model_dump(
+            by_alias=True, exclude_none=True, mode="json"
+        )
+
+        async def legacy_card(_request: Request) -> JSONResponse:
+            return JSONResponse(legacy)
+
+        card_routes = [Route(AGENT_CARD_WELL_KNOWN_PATH, legacy_card, methods=["GET"])]
+    rpc = create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=args.v03)
+    app = Starlette(routes=[*card_routes, *rpc])
     print(f"sdk agent listening on {url}", file=sys.stderr, flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     asyncio.run(server.serve(sockets=[sock]))

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from dsh.core import AbortSignal
 from dsh.subagent import StartFailed, SubagentProgress, SubagentUsage
+from dsh.subagent.kit import DEFAULT_MAX_DEPTH
 from dsh.subagent_a2a import A2AProviderConfig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -103,7 +104,8 @@ async def test_a_direct_reply_and_the_lineage_metadata(rig: Any, sdk_agent: Any)
     direct = await rig.run(name, "direct question")
     assert (direct.stop_reason, direct.output) == ("completed", "Direct: direct question")
     lineage = await rig.run(name, "lineage please")
-    assert lineage.output == "depth=1.0 max=None"
+    # no row sets a number: the child still gets the default ceiling (issue 21 item 1)
+    assert lineage.output == f"depth=1.0 max={float(DEFAULT_MAX_DEPTH)}"
 
 
 async def test_polling_where_the_card_does_not_stream(rig: Any, tmp_path: Path, kit: Any) -> None:

@@ -105,6 +105,15 @@ async def rig(tmp_path: Path) -> AsyncIterator[AcpRig]:
 
 
 @pytest.fixture
+async def unsandboxed_rig(tmp_path: Path) -> AsyncIterator[AcpRig]:
+    """:func:`rig` with ``[sandbox] mode = "off"``: for the teardown ladder of a bare
+    process (in a sandbox, SIGTERM to bubblewrap ends the whole sandbox at once)."""
+    preset = parse_preset('[agent.model]\nadapter = "scripted"\n[sandbox]\nmode = "off"\n')
+    async with Context.open(preset, cwd=tmp_path) as ctx:
+        yield AcpRig(ctx, ctx.agents.create())
+
+
+@pytest.fixture
 def keyed_child_preset(tmp_path: Path) -> Path:
     """A ``dsh acp`` child preset: "hang" hangs, "fail" fails, else ``Done: <prompt>``."""
     path = tmp_path / "child.toml"

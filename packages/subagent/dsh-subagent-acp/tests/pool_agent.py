@@ -10,7 +10,12 @@ its first word:
     ``cwd``, ``open`` (sessions open now, this one included), ``total`` (sessions
     ever created), ``closed`` (ids closed so far), the ``lineage`` the session got in
     ``_meta.dsh``, the process's ``DSH_DELEGATION_DEPTH`` (or null) and the
-    ``initialize`` ``_meta``;
+    ``initialize`` ``_meta``, the ``instance`` (a random id of this process: its pid
+    is its sandbox's) and the ``sandbox`` policy it got (``DSH_SANDBOX``, or null);
+``snoop NAME``
+    a JSON object: ``found``, the pids whose ``/proc/<pid>/environ`` this process can
+    read and that hold a variable ``NAME`` (a parent's secret), and ``visible``, how
+    many processes it sees;
 ``hang``
     says ``working on it`` and waits for ``session/cancel`` (answers ``cancelled``);
 ``crash``
@@ -30,10 +35,10 @@ import sys
 import uuid
 from typing import Any
 
-import acp
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentCapabilities,
+    AgentMessageChunk,
     ClientCapabilities,
     CloseSessionResponse,
     Implementation,
@@ -46,6 +51,26 @@ from acp.schema import (
 )
 
 from dsh.acp import AcpAgentBase, McpServer, PromptBlock, serve_stdio
+
+INSTANCE = uuid.uuid4().hex
+
+
+def snoop(name: str) -> dict[str, Any]:
+    """What this process can read of other processes' environments (see ``snoop``)."""
+    needle = name.encode() + b"="
+    found, visible = [], 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        visible += 1
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                names = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if any(item.startswith(needle) for item in names):
+            found.append(int(entry))
+    return {"found": found, "visible": visible}
 
 
 class PoolAgent(AcpAgentBase):
@@ -123,8 +148,12 @@ class PoolAgent(AcpAgentBase):
                 "lineage": session["lineage"],
                 "env_depth": os.environ.get("DSH_DELEGATION_DEPTH"),
                 "init_meta": self.init_meta,
+                "instance": INSTANCE,
+                "sandbox": os.environ.get("DSH_SANDBOX"),
             }
             await self._say(session_id, json.dumps(facts))
+        elif word == "snoop":
+            await self._say(session_id, json.dumps(snoop(text.split(" ", 1)[1])))
         elif word == "hang":
             await self._say(session_id, "working on it")
             await session["cancelled"].wait()
@@ -142,7 +171,9 @@ class PoolAgent(AcpAgentBase):
         return PromptResponse(stop_reason="end_turn")
 
     async def _say(self, session_id: str, text: str) -> None:
-        await self._conn.session_update(session_id, acp.update_agent_message_text(text))
+        content = TextContentBlock(type="text", text=text)
+        update = AgentMessageChunk(session_update="agent_message_chunk", content=content)
+        await self._conn.session_update(session_id, update)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ whose ``run_command`` tool (the dsh-testing example plugin) runs ``sleep 300``."
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,19 +17,21 @@ import pytest
 from dsh.testing.faults import (
     START_ABORTED,
     TREE_GONE,
+    Cell,
+    CellStep,
     Fault,
     FaultCase,
     FaultHarness,
     FaultMatrix,
     ParentProcess,
     fault_chat_server,
-    freeze_child,
     kill_child,
     until_child_process,
     until_progress,
     until_requested,
 )
 from dsh.testing.model_servers import OpenAIChatServer
+from dsh.testing.processes import cmdline, process_tree
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,6 +53,31 @@ adapter = "openai"
 model = "fault-matrix"
 options = {{ base_url = "{api_base}", api_key_env = "", read_timeout = 30.0 }}
 """
+
+
+def freeze_agent(match: str) -> CellStep:
+    """SIGSTOP the agent process itself (matching ``match``), not the bubblewrap around
+    it: from then on it ignores the cancel request and stdin EOF."""
+
+    async def step(cell: Cell) -> None:
+        tree = process_tree(cell.new_processes())
+        found = [
+            pid
+            for pid in tree
+            if match in cmdline(pid) and not os.path.basename(_exe(pid)).startswith("bwrap")
+        ]
+        assert len(found) == 1, f"expected one agent process matching {match!r}: {found}"
+        cell.touched.add(found[0])
+        os.kill(found[0], signal.SIGSTOP)
+
+    return step
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
 
 
 def mock_case(fault: Fault, rig: Any, tmp_path: Path) -> FaultCase:
@@ -150,7 +179,7 @@ def dsh_case(fault: Fault, rig: Any, preset: Path, server: OpenAIChatServer) -> 
             prompt="please hang",
             diagnostic="did not confirm the cancel",
             wait_until_running=asked,
-            induce=freeze_child(DSH_ACP),
+            induce=freeze_agent(DSH_ACP),
             settle_bound=3.0,
         )
     if fault is Fault.GARBAGE_OUTPUT:

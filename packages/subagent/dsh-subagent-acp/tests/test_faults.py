@@ -145,11 +145,13 @@ async def test_cancel_reaches_an_agent_that_honours_it(rig: Any) -> None:
     assert result.output == "working on it"
 
 
-async def test_agent_that_ignores_cancel_and_eof_is_killed_within_the_graces(rig: Any) -> None:
+async def test_agent_that_ignores_cancel_and_eof_is_killed_within_the_graces(
+    unsandboxed_rig: Any,
+) -> None:
     before = live_children()
-    config = rig.mock("ignore-cancel", "--ignore-eof", **GRACES)
+    config = unsandboxed_rig.mock("ignore-cancel", "--ignore-eof", **GRACES)
     signal = AbortSignal()
-    run = await rig.start(config, signal=signal)
+    run = await unsandboxed_rig.start(config, signal=signal)
     await anyio.sleep(0.3)
     started = time.monotonic()
     signal.abort("stop now")
@@ -169,9 +171,9 @@ async def test_agent_that_ignores_cancel_and_eof_is_killed_within_the_graces(rig
     assert_no_new_processes(before, within=0.0)
 
 
-async def test_slow_eof_agent_is_killed_within_the_graces(rig: Any) -> None:
+async def test_slow_eof_agent_is_killed_within_the_graces(unsandboxed_rig: Any) -> None:
     before = live_children()
-    run = await rig.start(rig.mock("slow-eof", **GRACES), "done soon")
+    run = await unsandboxed_rig.start(unsandboxed_rig.mock("slow-eof", **GRACES), "done soon")
     result = await run.result
     assert (result.stop_reason, result.output) == ("completed", "You said: done soon")
     started = time.monotonic()

@@ -21,6 +21,7 @@ import pytest
 
 from dsh.core import AbortSignal, Agent, Context, parse_preset
 from dsh.subagent import SubagentError, SubagentResult, SubagentRuntime, SubagentStartRequest
+from dsh.subagent.kit import DEFAULT_MAX_DEPTH
 from dsh.subagent_acp import AcpProvider, AcpProviderConfig
 from dsh.subagent_acp._agent import AcpAgentProcess
 from dsh.subprocess import ProcessPool
@@ -30,7 +31,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 AGENT = str(Path(__file__).with_name("pool_agent.py"))
 PARENT_SCRIPT = str(Path(__file__).with_name("pool_parent.py"))
-PARENT_PRESET = '[agent.model]\nadapter = "scripted"\n'
+PARENT_PRESET = '[agent.model]\nadapter = "scripted"\n[sandbox]\nmode = "off"\n'
+"""Unsandboxed: these tests follow processes by the pid the agent reports, which a
+sandbox's PID namespace hides (test_sandbox.py covers pools under a sandbox)."""
 
 
 def agent_config(*args: str, **pool: Any) -> AcpProviderConfig:
@@ -127,7 +130,11 @@ async def test_a_pooled_run_reuses_the_warm_process_with_a_fresh_session_in_its_
     # the first session was closed (session/close) before the process served again
     assert (second["open"], second["total"], second["closed"]) == (1, 2, [first["session"]])
     # lineage travels in _meta only: the shared process has no run's depth variables
-    assert first["lineage"] == {"depth": 1, "parentSession": rig.parent.id}
+    assert first["lineage"] == {
+        "depth": 1,
+        "maxDepth": DEFAULT_MAX_DEPTH,  # provider-managed still has the ceiling
+        "parentSession": rig.parent.id,
+    }
     assert second["lineage"]["parentSession"] == other_parent.id
     assert first["env_depth"] is None
     assert first["init_meta"] == {}

@@ -179,9 +179,12 @@ class CodexSetup:
         return config
 
     @asynccontextmanager
-    async def context(self, **overrides: Any) -> AsyncIterator[tuple[Context, Agent]]:
-        """An open context with the codex provider registered, and a parent agent."""
-        preset = parse_preset('[agent.model]\nadapter = "scripted"\n')
+    async def context(
+        self, preset_text: str = "", **overrides: Any
+    ) -> AsyncIterator[tuple[Context, Agent]]:
+        """An open context with the codex provider registered, and a parent agent
+        (``preset_text`` is added to the parent's preset, e.g. a ``[sandbox]`` table)."""
+        preset = parse_preset('[agent.model]\nadapter = "scripted"\n' + preset_text)
         async with Context.open(preset, cwd=self.workspace) as ctx:
             provider = CodexProvider(CodexConfig(**self.config(**overrides)))
             SubagentRuntime.of(ctx).register_provider(provider)
@@ -216,6 +219,15 @@ class ProcessTable:
     def new_tree(self, before: set[int]) -> set[int]:
         """This process's children started since ``before``, with their descendants."""
         return self.tree(live_children() - before)
+
+    async def new_tree_settled(self, before: set[int], within: float = 3.0) -> set[int]:
+        """:meth:`new_tree` once it is empty, or what is left after ``within`` seconds: a
+        sandbox's inner processes die a moment after the bubblewrap around them (the
+        kernel kills them when their parent goes), so the check waits, never samples."""
+        deadline = time.monotonic() + within
+        while (left := self.new_tree(before)) and time.monotonic() < deadline:
+            await anyio.sleep(0.01)
+        return left
 
     def codex(self) -> set[int]:
         """Live codex app-servers that descend from this test process (the runner is a

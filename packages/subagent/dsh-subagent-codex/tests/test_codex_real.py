@@ -46,7 +46,7 @@ async def test_completes_a_delegated_task_and_leaves_no_process(codex: Any, proc
         # a completed run settles at once; dispose waits for the teardown
         with anyio.fail_after(5):
             await run.dispose()
-        assert procs.new_tree(before) == set()
+        assert await procs.new_tree_settled(before) == set()
     assert result.stop_reason == "completed", result
     assert result.output == codex.hello
     assert result.diagnostic is None
@@ -180,7 +180,7 @@ async def test_turn_timeout_settles_error_when_the_model_never_answers(
         with anyio.fail_after(5):
             result = await run.result
         elapsed = time.monotonic() - started
-        assert procs.new_tree(before) == set()
+        assert await procs.new_tree_settled(before) == set()
         await run.dispose()
     assert result.stop_reason == "error", result
     assert 1.0 <= elapsed < 3.0
@@ -248,7 +248,7 @@ async def test_abort_during_the_handshake_raises_and_kills_codex(codex: Any, pro
                 )
         assert info.value.code == "ABORTED"
         assert "changed my mind" in str(info.value)
-        assert procs.new_tree(before) == set()
+        assert await procs.new_tree_settled(before) == set()
     assert codex.server.requests == []
 
 
@@ -273,7 +273,7 @@ async def test_codex_exiting_during_the_handshake_fails_to_start(codex: Any, pro
             await SubagentRuntime.of(ctx).start(
                 "codex", SubagentStartRequest("please say hello", parent, AbortSignal())
             )
-        assert procs.new_tree(before) == set()
+        assert await procs.new_tree_settled(before) == set()
     assert info.value.code == "START_FAILED"
     message = info.value.message
     assert message.startswith("codex initialize failed: codex app-server exited (exit status 1)")
@@ -287,7 +287,7 @@ async def test_a_handshake_error_fails_to_start_naming_the_stage(codex: Any, pro
             await SubagentRuntime.of(ctx).start(
                 "codex", SubagentStartRequest("please say hello", parent, AbortSignal())
             )
-        assert procs.new_tree(before) == set()
+        assert await procs.new_tree_settled(before) == set()
     assert info.value.code == "START_FAILED"
     assert info.value.message.startswith("codex thread-start failed: thread/start: ")
     assert "no-such-provider" in info.value.message
@@ -297,9 +297,10 @@ async def test_unknown_server_request_is_answered_with_an_error_and_fails_the_ru
     codex: Any, procs: Any, tmp_path: Any
 ) -> None:
     relay = Path(__file__).with_name("inject_server_request.py")
-    log = tmp_path / "answers.jsonl"
+    log = tmp_path / "relay" / "answers.jsonl"  # the relay's state: writable in the sandbox
     args = [str(relay), str(log), "item/fromTheFuture/request", codex.bin]
-    async with codex.context(command=sys.executable, args=args) as (ctx, parent):
+    state = [str(log.parent)]
+    async with codex.context(command=sys.executable, args=args, state_dirs=state) as (ctx, parent):
         before = live_children()
         started = time.monotonic()
         run = await SubagentRuntime.of(ctx).start(
@@ -308,7 +309,7 @@ async def test_unknown_server_request_is_answered_with_an_error_and_fails_the_ru
         with anyio.fail_after(10):
             result = await run.result
         elapsed = time.monotonic() - started
-        assert procs.new_tree(before) == set()
+        assert await procs.new_tree_settled(before) == set()
         await run.dispose()
     assert result.stop_reason == "error", result
     assert elapsed < 3.0
@@ -338,7 +339,7 @@ async def test_a_turn_start_error_settles_error_naming_the_stage(
         )
         with anyio.fail_after(10):
             result = await run.result
-        assert procs.new_tree(before) == set()
+        assert await procs.new_tree_settled(before) == set()
         await run.dispose()
     assert result.stop_reason == "error", result
     assert result.diagnostic is not None
@@ -361,7 +362,7 @@ async def test_a_silent_codex_fails_the_start_within_start_timeout(codex: Any, p
                 "codex", SubagentStartRequest("please say hello", parent, AbortSignal())
             )
         elapsed = time.monotonic() - started
-        assert procs.new_tree(before) == set()
+        assert await procs.new_tree_settled(before) == set()
     assert info.value.code == "START_FAILED"
     assert info.value.message.startswith(
         "codex did not start within start_timeout = 0.5 s (stage: initialize)"

@@ -26,6 +26,7 @@ from dsh.subagent import SubagentResult, SubagentRun, SubagentRuntime, SubagentS
 from dsh.subagent_codex import CodexConfig, CodexProvider
 from dsh.subagent_codex._appserver import CodexAppServer
 from dsh.subprocess import ProcessPool
+from dsh.testing.conformance import assert_no_new_processes
 from dsh.testing.model_servers import FunctionCall, ResponsesReply, reply_with_tool_output
 from dsh.testing.processes import alive, live_children
 
@@ -68,10 +69,13 @@ class Pooled:
 
 
 @asynccontextmanager
-async def pooled(codex: Any, **pool: Any) -> AsyncIterator[Pooled]:
+async def pooled(codex: Any, preset_text: str = "", **pool: Any) -> AsyncIterator[Pooled]:
     pool.setdefault("size", 1)
     pool.setdefault("idle_timeout", 0)
-    async with codex.context(permission_mode="full-access", pool=pool) as (ctx, parent):
+    async with codex.context(preset_text, permission_mode="full-access", pool=pool) as (
+        ctx,
+        parent,
+    ):
         rig = Pooled(ctx, parent)
         await rig.pool.wait_ready(timeout=30)
         yield rig
@@ -93,7 +97,9 @@ async def test_a_pooled_run_reuses_the_app_server_with_a_fresh_thread_in_its_own
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    async with pooled(codex) as rig:
+    # unsandboxed: a sandboxed app-server can only write the cwd it was started in
+    # (test_a_run_in_another_cwd_does_not_take_the_sandboxed_app_server)
+    async with pooled(codex, '[sandbox]\nmode = "off"\n') as rig:
         warm = rig.server_pid()
         other = rig.ctx.agents.create(meta={"cwd": str(elsewhere)})
         first_id, first = await rig.run(WHERE)
@@ -112,6 +118,27 @@ async def test_a_pooled_run_reuses_the_app_server_with_a_fresh_thread_in_its_own
     assert f"cwd={elsewhere} depth=1 parent={other.id}" in second.output
     assert f"cwd={elsewhere} depth=1 parent={other.id}" in third.output
     assert third.stop_reason == "completed"
+
+
+async def test_a_run_in_another_cwd_does_not_take_the_sandboxed_app_server(
+    codex: Any, tmp_path: Path
+) -> None:
+    codex.server.when(
+        WHERE,
+        ResponsesReply(function_calls=[FunctionCall("exec_command", {"cmd": WHERE_COMMAND})]),
+        reply_with_tool_output("Tool said: {output}"),
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    async with pooled(codex) as rig:
+        warm = rig.server_pid()
+        other = rig.ctx.agents.create(meta={"cwd": str(elsewhere)})
+        _, here = await rig.run(WHERE)
+        (process,) = rig.pool.idle
+        _, there = await rig.run(WHERE, other)  # an app-server of its own, sandboxed there
+        assert (rig.server_pid(), process.runs, rig.pool.started) == (warm, 1, 1)
+    assert f"cwd={codex.workspace} depth=1" in here.output
+    assert f"cwd={elsewhere} depth=1" in there.output
 
 
 async def test_a_crash_mid_run_settles_that_run_and_the_app_server_is_replaced(
@@ -235,7 +262,7 @@ async def test_the_pool_leaves_no_process_after_the_context_closes(codex: Any, p
     assert held.settled
     assert (await held.result).stop_reason == "aborted"
     assert not procs.tree(servers)
-    assert live_children() - before == set()
+    assert_no_new_processes(before, within=3.0)  # a sandbox's inner processes die last
 
 
 async def test_a_sigkilled_parent_leaves_no_pooled_app_server(

@@ -56,7 +56,9 @@ async def _trees_running(worker_pid: int, within: float) -> set[int]:
     while time.monotonic() < deadline:
         tree = _tree(worker_pid)
         sleeps = [pid for pid in tree if cmdline(pid) == "sleep 300"]
-        agents = [pid for pid in tree if "mock_acp_agent" in cmdline(pid)]
+        agents = [  # (not the bwrap that sandboxes it, whose command line names it too)
+            pid for pid in tree if "mock_acp_agent" in cmdline(pid) and "bwrap" not in cmdline(pid)
+        ]
         if len(sleeps) == 2 * TREES and len(agents) == TREES:
             return tree
         await asyncio.sleep(0.1)

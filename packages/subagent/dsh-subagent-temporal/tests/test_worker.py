@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +122,77 @@ async def test_sigterm_drains(
         first.kill()
         if second is not None:
             second.stop()
+
+
+SCRIPT_PRESET = """
+[[plugin]]
+name = "dsh-subagent-spawn-in-process"
+
+[[plugin]]
+name = "dsh-testing-keyed-model"
+
+[[plugin]]
+name = "dsh-testing-example"
+config = {{ command_tool = "run" }}
+
+[agent.model]
+adapter = "keyed"
+[[agent.model.options.rules]]
+contains = "run the script"
+[[agent.model.options.rules.replies]]
+text = "Running it."
+tool_calls = [{{ name = "run", arguments = {{ argv = ["/bin/sh", "-c", "{script}"] }} }}]
+[[agent.model.options.rules.replies]]
+text = "ran: {{tool_results}}"
+"""
+
+
+@pytest.mark.anyio
+async def test_sighup_drains_like_sigterm_and_leaves_no_process(
+    tk: Any, server: Any, tmp_path: Path
+) -> None:
+    """SIGHUP (the terminal closed) drains like SIGTERM (issue 21 item 6): the running
+    child's process tree is stopped when the grace runs out, the attempt is handed
+    back, and the worker exits 0 promptly with nothing of it left running."""
+    from dsh.testing.processes import alive, descendants, wait_until_gone
+
+    pid_file = tmp_path / "tool.pid"
+    script = f"echo $$ > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; exec sleep 120"
+    preset = tmp_path / "script-worker.toml"
+    preset.write_text(SCRIPT_PRESET.format(script=script), encoding="utf-8")
+    queue = f"hup-{uuid.uuid4().hex[:8]}"
+    worker = tk.WorkerProcess(
+        tk.worker_args(server, queue, preset, None, "--grace", "0.3"), "hup-1"
+    )
+    tool_pid = 0
+    try:
+        config = tk.provider_config(server, queue)
+        async with tk.parent_context(config, tmp_path) as (ctx, provider):
+            runtime = SubagentRuntime.of(ctx)
+            request = SubagentStartRequest("run the script", ctx.agents.create(), AbortSignal())
+            run = await runtime.start(provider.name, request)
+            async with run:
+                await _running_on(server.address, run.id, "hup-1")
+                deadline = time.monotonic() + 20
+                while not pid_file.exists():
+                    assert time.monotonic() < deadline, worker.output()
+                    await asyncio.sleep(0.05)
+                tool_pid = int(pid_file.read_text())
+                tree = descendants(worker.pid)
+                assert tool_pid in tree
+                worker.process.send_signal(signal.SIGHUP)
+                signalled = time.monotonic()
+                status = await asyncio.to_thread(worker.process.wait, 20)
+                elapsed = time.monotonic() - signalled
+        assert status == 0, worker.output()
+        assert elapsed < 10, elapsed
+        await asyncio.to_thread(wait_until_gone, tree, 10)
+        summary = worker.output()
+        assert "SIGHUP: draining" in summary, summary
+        assert "handed back 1" in summary, summary
+        # (the SDK logs the handed-back attempt with its traceback, as for SIGTERM)
+        assert "KeyboardInterrupt" not in summary, summary
+    finally:
+        worker.kill()
+        if tool_pid and alive(tool_pid):
+            os.kill(tool_pid, signal.SIGKILL)

@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 CHILDREN = 200
 BOUND = 0.25
 """Seconds: generous for a loaded 2-core machine (the bench reports the real figure)."""
+ATTEMPTS = 3
 
 T = TypeVar("T")
 
@@ -63,8 +64,9 @@ async def timed(work: Awaitable[T]) -> tuple[T, float, float]:
     return result, wall, ticker.max_gap
 
 
-async def test_200_concurrent_starts_and_teardowns_keep_the_loop_responsive() -> None:
-    before = live_children()
+async def _starts_and_teardowns(before: set[int]) -> tuple[float, float]:
+    """200 concurrent starts, then 200 concurrent teardowns: the longest loop stall of
+    each, in seconds; nothing is left running."""
     children: list[ChildProcess] = []
 
     async def start_one() -> ChildProcess:
@@ -92,5 +94,19 @@ async def test_200_concurrent_starts_and_teardowns_keep_the_loop_responsive() ->
         f"\n{CHILDREN} starts: {start_wall:.2f} s, longest stall {start_stall * 1e3:.0f} ms;"
         f" {CHILDREN} teardowns: {stop_wall:.2f} s, longest stall {stop_stall * 1e3:.0f} ms"
     )
-    assert start_stall < BOUND, f"the loop stalled {start_stall * 1e3:.0f} ms during the starts"
-    assert stop_stall < BOUND, f"the loop stalled {stop_stall * 1e3:.0f} ms during teardown"
+    return start_stall, stop_stall
+
+
+async def test_200_concurrent_starts_and_teardowns_keep_the_loop_responsive() -> None:
+    """A loop that forks or scans on its own thread stalls for far longer than BOUND in
+    every attempt; a busy machine (other processes taking the cores) can stall any one
+    attempt past it. So: up to ATTEMPTS attempts, the first within BOUND passes."""
+    before = live_children()
+    stalls: list[tuple[float, float]] = []
+    for _ in range(ATTEMPTS):
+        start_stall, stop_stall = await _starts_and_teardowns(before)
+        stalls.append((start_stall, stop_stall))
+        if start_stall < BOUND and stop_stall < BOUND:
+            return
+    seen = "; ".join(f"starts {a * 1e3:.0f} ms, teardowns {b * 1e3:.0f} ms" for a, b in stalls)
+    raise AssertionError(f"the loop stalled {BOUND * 1e3:.0f} ms or more in every attempt: {seen}")

@@ -30,9 +30,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 PRESET = parse_preset('[agent.model]\nadapter = "scripted"\n')
 
 # Reports its environment, then answers one line; "crash" makes it die with last words;
-# "hang" makes it ignore everything but SIGKILL.
+# "hang" makes it hang; started with --ignore-sigterm, only SIGKILL ends it.
 AGENT = r"""
 import json, os, signal, sys, time
+if "--ignore-sigterm" in sys.argv:  # before the handshake: no teardown can come earlier
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 keys = ["DSH_DELEGATION_DEPTH", "DSH_MAX_DEPTH", "DSH_PROCESS_TAG", "OPENAI_API_KEY",
         "GITHUB_TOKEN", "FROM_CONFIG", "PATH"]
 print(json.dumps({k: os.environ.get(k) for k in keys} | {"cwd": os.getcwd()}), flush=True)
@@ -41,7 +43,6 @@ if task == "crash":
     sys.stderr.write("Traceback (most recent call last):\nRuntimeError: model said no\n")
     sys.exit(1)
 if task == "hang":
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while True:
         time.sleep(1)
 print(f"answer: {task}", flush=True)
@@ -73,9 +74,9 @@ class LineRun(SubprocessRun):
         return SubagentResult(line.decode().strip(), "completed")
 
 
-def config(**fields: object) -> SubprocessConfig:
+def config(*agent_args: str, **fields: object) -> SubprocessConfig:
     values: dict[str, object] = {"eof_grace": 1, "term_grace": 1, **fields}
-    return SubprocessConfig(command=sys.executable, args=["-c", AGENT], **values)  # type: ignore[arg-type]
+    return SubprocessConfig(command=sys.executable, args=["-c", AGENT, *agent_args], **values)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -87,6 +88,15 @@ async def ctx(tmp_path: Path) -> AsyncIterator[Context]:
 @pytest.fixture
 def parent(ctx: Context) -> Agent:
     return ctx.agents.create()
+
+
+@pytest.fixture
+async def unsandboxed_parent(tmp_path: Path) -> AsyncIterator[Agent]:
+    """A parent whose children run bare (in a sandbox, SIGTERM to bubblewrap ends the
+    whole sandbox at once: there is no ladder to follow)."""
+    preset = parse_preset('[agent.model]\nadapter = "scripted"\n[sandbox]\nmode = "off"\n')
+    async with Context.open(preset, cwd=tmp_path) as ctx:
+        yield ctx.agents.create()
 
 
 def request(parent: Agent, prompt: str, signal: AbortSignal | None = None) -> SubagentStartRequest:
@@ -135,10 +145,11 @@ async def test_a_crashed_child_fails_with_its_last_words(parent: Agent) -> None:
 
 
 async def test_a_child_that_dies_only_on_sigkill_is_disposed_within_the_graces(
-    parent: Agent,
+    unsandboxed_parent: Agent,
 ) -> None:
     probe = LineRun(
-        request(parent, "hang"), config(turn_timeout=0.3, cancel_grace=0.2, eof_grace=0.3)
+        request(unsandboxed_parent, "hang"),
+        config("--ignore-sigterm", turn_timeout=0.3, cancel_grace=0.2, eof_grace=0.3),
     )
     run = await probe.launch()
     started = time.monotonic()

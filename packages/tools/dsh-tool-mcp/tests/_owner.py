@@ -14,7 +14,9 @@ from dsh.subprocess import watchdog
 
 
 async def main() -> None:
-    async with Context.open(parse_preset('[agent.model]\nadapter = "scripted"\n')) as ctx:
+    async with Context.open(
+        parse_preset('[agent.model]\nadapter = "scripted"\n[sandbox]\nmode = "off"\n')
+    ) as ctx:
         server = {
             "name": "calc",
             "command": sys.executable,

@@ -17,7 +17,10 @@ from dsh.tool_mcp import McpConfigError, McpError, McpServerConfig, attach_serve
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
 PY = sys.executable
-BASE = '[agent.model]\nadapter = "scripted"\n'
+# The server reports its own pids (pid(), spawn_sleeper()); inside the sandbox's PID
+# namespace those are not this process's pids, so these teardown tests run unsandboxed
+# (mode "off"); test_sandbox.py runs servers in the sandbox.
+BASE = '[agent.model]\nadapter = "scripted"\n[sandbox]\nmode = "off"\n'
 
 
 def acp_stdio(name: str = "calc", *extra: str) -> dict[str, Any]:

@@ -104,6 +104,16 @@ async def test_an_unreachable_url_fails_the_load_naming_the_server(ctx: Context)
     )
 
 
+async def test_credentials_in_a_server_url_stay_out_of_the_error(ctx: Context) -> None:
+    secret_url = "http://user:s3cret@127.0.0.1:9/mcp?token=s3cret"
+    server = {"name": "gone", "url": secret_url, "start_timeout": 5}
+    with pytest.raises(PluginError) as failed:
+        await ctx.plugins.load("dsh-tool-mcp", {"servers": [server]})
+    message = str(failed.value)
+    assert "s3cret" not in message
+    assert 'MCP server "gone" at http://***@127.0.0.1:9/mcp?token=*** could not be' in message
+
+
 async def test_an_acp_http_entry_attaches_to_one_agent(url: str, ctx: Context) -> None:
     agent = ctx.agents.create()
     entries = servers_from_acp(

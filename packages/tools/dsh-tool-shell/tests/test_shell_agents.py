@@ -20,6 +20,7 @@ from dsh.core import (
     ScriptedReply,
     parse_preset,
 )
+from dsh.testing.conformance import assert_no_new_processes
 from dsh.testing.processes import live_children
 from dsh.testing.scripting import call, last_user_text, model, steps_in_turn
 
@@ -169,4 +170,47 @@ async def test_a_spawn_child_runs_a_real_command(tmp_path: Path) -> None:
         answer = parent.session.events[-2].data["content"][0]["text"]
         assert "child ran: " in answer
         assert f"2\n{tmp_path}\n[exit status 0]" in answer
-    assert live_children() - before == set()
+    assert_no_new_processes(before, within=3.0)  # a sandbox's inner processes die last
+
+
+@pytest.mark.parametrize(
+    "narrowing", ["", ', agent_options = { sandbox = { mode = "read-only" } }']
+)
+async def test_a_spawn_child_gets_at_most_its_parents_sandbox(
+    tmp_path: Path, narrowing: str
+) -> None:
+    """A child's shell runs in the parent's sandbox (here read-only for the whole tree, or
+    narrowed to read-only by the delegating row): its write fails in the kernel, not in a
+    filter, and it cannot reach dsh's /proc."""
+    sandbox = '[sandbox]\nmode = "read-only"\n' if not narrowing else ""
+    preset = (
+        BASE
+        + sandbox
+        + SHELL
+        + '[[plugin]]\nname = "dsh-subagent-spawn-in-process"\n'
+        + '[[plugin]]\nname = "dsh-tool-subagent"\n'
+        + f'config = {{ provider = "spawn"{narrowing} }}\n'
+    )
+
+    def script(request: ModelRequest) -> ScriptedReply:
+        step = steps_in_turn(request)
+        if last_user_text(request) == "write it":
+            if step == 0:
+                command = "echo pwned > child.txt; echo parent=$PPID"
+                return ScriptedReply(tool_calls=[call("shell", command=command)])
+            return ScriptedReply(text="child ran: {tool_results}")
+        if step == 0:
+            return ScriptedReply(
+                tool_calls=[call("subagent", description="write", prompt="write it")]
+            )
+        return ScriptedReply(text="parent got: {tool_results}")
+
+    async with Context.open(parse_preset(preset), cwd=tmp_path) as ctx:
+        ctx.permissions.allow_all = True
+        parent = ctx.agents.create(model=model(script))
+        outcome = await parent.run("go")
+        assert outcome.stop_reason == "completed"
+        answer = parent.session.events[-2].data["content"][0]["text"]
+    assert "Read-only file system" in answer
+    assert "parent=1" in answer or "parent=0" in answer
+    assert not (tmp_path / "child.txt").exists()

@@ -3,16 +3,23 @@
 A request without ``Authorization: Bearer <token>`` (or with another token) is
 answered ``401`` before it reaches the A2A routes, so no task is created. The
 comparison is constant-time; the token is never logged.
+
+Several tokens, each with a name (``--token-env A --token-env B``: the variables'
+names): a request is then made as the user its token names (``scope["user"]``), and
+the task store keeps each user's tasks apart, so a task is visible only to the token
+that created it. With a single token there is no user: every caller sees every task.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import DefaultServerCallContextBuilder
+from starlette.authentication import SimpleUser
 
 __all__ = ["BearerAuth", "RedactingContextBuilder"]
 
@@ -25,13 +32,17 @@ _BODY = json.dumps({"error": "unauthorized", "detail": "a valid bearer token is 
 
 
 class BearerAuth:
-    """ASGI middleware: every HTTP request must carry the bearer ``token``."""
+    """ASGI middleware: every HTTP request must carry one of the bearer ``tokens``
+    (name → token); with several, the request runs as the user its token names."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        if not token:
-            raise ValueError("the bearer token must not be empty")
+    def __init__(self, app: ASGIApp, tokens: Mapping[str, str]) -> None:
+        if not tokens or not all(tokens.values()):
+            raise ValueError("at least one bearer token is required, and none may be empty")
+        if len(set(tokens.values())) != len(tokens):
+            raise ValueError("two token names hold the same token; give each its own")
         self._app = app
-        self._expected = b"bearer " + token.encode()
+        self._expected = [(name, b"bearer " + token.encode()) for name, token in tokens.items()]
+        self._named = len(tokens) > 1
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -42,9 +53,16 @@ class BearerAuth:
             if name == b"authorization":
                 given = value
                 break
-        # scheme case-insensitive (RFC 7235); the token itself compared in constant time
+        # scheme case-insensitive (RFC 7235); the token itself compared in constant time,
+        # against every token (no early exit)
         candidate = given[:7].lower() + given[7:]
-        if hmac.compare_digest(candidate, self._expected):
+        matched: str | None = None
+        for name, expected in self._expected:
+            if hmac.compare_digest(candidate, expected):
+                matched = name
+        if matched is not None:
+            if self._named:
+                scope = {**scope, "user": SimpleUser(matched)}
             await self._app(scope, receive, send)
             return
         if scope["type"] == "websocket":

@@ -7,7 +7,6 @@ from a2a.types import (
     AgentCard,
     AgentExtension,
     AgentInterface,
-    AgentProvider,
     AgentSkill,
     HTTPAuthSecurityScheme,
     SecurityRequirement,
@@ -19,10 +18,16 @@ from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from dsh.a2a._protocol import LINEAGE_EXTENSION_URI
 from dsh.core import Context
 
-__all__ = ["REST_PATH", "build_agent_card", "describe_persona"]
+__all__ = ["LEGACY_PROTOCOL_VERSION", "REST_PATH", "build_agent_card", "describe_persona"]
 
 REST_PATH = "/rest"
 """Where the HTTP+JSON (REST) binding is served, below the server's URL."""
+
+LEGACY_PROTOCOL_VERSION = "0.3.0"
+"""The A2A version of the card's second pair of interfaces (the same URLs): an A2A 0.3
+client reads them as the card's ``url`` / ``preferredTransport`` / ``protocolVersion``
+and ``additionalInterfaces``, and the server answers its 0.3 methods (``message/send``,
+``message/stream``, ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe``)."""
 
 _TEXT = ["text/plain"]
 _DESCRIPTION_LIMIT = 300
@@ -46,7 +51,8 @@ def build_agent_card(
     bearer: bool = False,
 ) -> AgentCard:
     """The card of the agent ``ctx`` serves at ``url``: JSON-RPC there, HTTP+JSON (REST)
-    at ``<url>rest`` (:data:`REST_PATH`).
+    at ``<url>rest`` (:data:`REST_PATH`), each in A2A 1.0 and in A2A 0.3
+    (:data:`LEGACY_PROTOCOL_VERSION`: the card also carries the 0.3 fields).
 
     Skills: one general skill (``task``), then one per tool of the context (id
     ``tool:<name>``, the tool's description, tagged with its kind). Capabilities:
@@ -87,19 +93,13 @@ def build_agent_card(
         name=name,
         description=description or describe_persona(ctx.defaults.persona),
         version=version,
-        provider=AgentProvider(organization="dsh", url="https://dsh-dev.github.io/dsh/"),
-        documentation_url="https://dsh-dev.github.io/dsh/serving-a2a/",
         supported_interfaces=[
-            AgentInterface(
-                url=url,
-                protocol_binding=TransportProtocol.JSONRPC.value,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
-            ),
-            AgentInterface(
-                url=url.rstrip("/") + REST_PATH,
-                protocol_binding=TransportProtocol.HTTP_JSON.value,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
-            ),
+            AgentInterface(url=where, protocol_binding=binding, protocol_version=version)
+            for version in (PROTOCOL_VERSION_CURRENT, LEGACY_PROTOCOL_VERSION)
+            for where, binding in (
+                (url, TransportProtocol.JSONRPC.value),
+                (url.rstrip("/") + REST_PATH, TransportProtocol.HTTP_JSON.value),
+            )
         ],
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=False, extensions=[extension]

@@ -7,6 +7,8 @@ SDK are imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 __all__ = ["A2ACommand", "command"]
 
@@ -18,7 +20,13 @@ class A2ACommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The options of ``dsh a2a`` (see docs/serving-a2a.md)."""
-        from dsh.core.argtypes import port_number, positive_float, positive_int
+        from dsh.core.argtypes import (
+            add_otel_argument,
+            add_trust_argument,
+            port_number,
+            positive_float,
+            positive_int,
+        )
 
         parser.description = (
             "Serve a dsh agent over A2A (JSON-RPC over HTTP, streaming over SSE). Each A2A"
@@ -27,6 +35,8 @@ class A2ACommand:
         parser.add_argument(
             "--preset", metavar="FILE|NAME", help="preset file or named preset for the agent"
         )
+        add_trust_argument(parser)
+        add_otel_argument(parser)
         parser.add_argument(
             "--host",
             default="127.0.0.1",
@@ -44,8 +54,75 @@ class A2ACommand:
         parser.add_argument(
             "--token-env",
             metavar="NAME",
+            action="append",
+            default=[],
             help="environment variable holding the bearer token every request must carry"
-            " (required to bind a non-loopback address)",
+            " (required to bind a non-loopback address); repeat for several named tokens,"
+            " each of which sees only the tasks it created",
+        )
+        parser.add_argument(
+            "--allow-host",
+            metavar="NAME",
+            action="append",
+            default=[],
+            help="also serve requests whose Host header names NAME (repeatable; '*': any);"
+            " on loopback only localhost and loopback addresses are served otherwise",
+        )
+        parser.add_argument(
+            "--allow-origin",
+            metavar="ORIGIN",
+            action="append",
+            default=[],
+            help="also accept requests carrying Origin: ORIGIN, e.g. https://app.example"
+            " (repeatable)",
+        )
+        parser.add_argument(
+            "--max-body-bytes",
+            type=positive_int,
+            default=4 * 1024 * 1024,
+            metavar="N",
+            help="largest request body accepted (default 4194304, 4 MiB); 413 beyond",
+        )
+        parser.add_argument(
+            "--header-timeout",
+            type=positive_float,
+            default=10.0,
+            metavar="SECONDS",
+            help="close a connection whose request headers are not complete this long after"
+            " it opened or the request began (default 10)",
+        )
+        parser.add_argument(
+            "--idle-timeout",
+            type=positive_float,
+            default=15.0,
+            metavar="SECONDS",
+            help="close a connection idle this long between requests; 408 for a request"
+            " body that stops arriving this long (default 15)",
+        )
+        parser.add_argument(
+            "--task-ttl",
+            type=positive_float,
+            default=3600.0,
+            metavar="SECONDS",
+            help="forget finished tasks this long after they finished (memory store; default 3600)",
+        )
+        parser.add_argument(
+            "--max-tasks",
+            type=positive_int,
+            default=1000,
+            metavar="N",
+            help="tasks kept at once; beyond, the oldest finished ones are forgotten"
+            " (memory store; default 1000)",
+        )
+        parser.add_argument(
+            "--orphan-grace",
+            type=positive_float,
+            default=30.0,
+            metavar="SECONDS",
+            help="cancel a running task this long after the last client following it (its"
+            " stream, a blocking send, a subscription) went away (default 30); a task sent"
+            " with returnImmediately (0.3: blocking = false) runs in the background, never"
+            " cancelled so",
         )
         parser.add_argument(
             "--task-store",
@@ -93,14 +170,22 @@ class A2ACommand:
         """Serve until SIGTERM / SIGINT; returns the exit status."""
         from dsh.a2a._serve import ServeOptions, serve_command
 
+        if args.otel:  # the switch: contexts opened here trace (docs/tracing.md)
+            from dsh.core import TRACING_SWITCH_ENV
+
+            os.environ[TRACING_SWITCH_ENV] = "1"
         store = args.task_store if args.task_store != "memory" else None
+        preset = args.preset
+        local = Path.cwd() / "dsh.toml"
+        if preset is None and args.trust and local.is_file():
+            preset = str(local)  # named explicitly: used without the trust check
         return serve_command(
             ServeOptions(
-                preset=args.preset,
+                preset=preset,
                 host=args.host,
                 port=args.port,
                 public_url=args.public_url,
-                token_env=args.token_env,
+                token_envs=list(args.token_env),
                 task_store=store,
                 name=args.name,
                 description=args.description,
@@ -109,6 +194,14 @@ class A2ACommand:
                 context_idle=args.context_idle,
                 grace=args.grace,
                 log_level=args.log_level,
+                allow_hosts=list(args.allow_host),
+                allow_origins=list(args.allow_origin),
+                max_body_bytes=args.max_body_bytes,
+                header_timeout=args.header_timeout,
+                idle_timeout=args.idle_timeout,
+                task_ttl=args.task_ttl,
+                max_tasks=args.max_tasks,
+                orphan_grace=args.orphan_grace,
             )
         )
 

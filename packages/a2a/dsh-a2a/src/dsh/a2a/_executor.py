@@ -4,7 +4,9 @@
   (at the delegation depth and under the limit the caller sent in
   ``message.metadata.dsh``, else those of this process's environment, else depth 0;
   a caller already deeper than its limit is refused: ``rejected``); later tasks of
-  the same context continue that agent while it is alive. One task at a time per
+  the same context continue that agent while it is alive. Conversations are kept per
+  caller (the user its bearer token names, see :mod:`dsh.a2a._auth`): another
+  token's ``contextId`` starts a fresh agent, never continues theirs. One task at a time per
   context (a second one is ``rejected``); idle conversations are closed after
   ``context_idle`` seconds, and beyond ``max_contexts`` the least recently used idle
   one is.
@@ -19,8 +21,12 @@
   ``failed`` (with the reason in the status message); the final status update's
   metadata has the tree-wide usage (``dsh.usage``) and the dsh stop reason
   (``dsh.stopReason``).
-* ``CancelTask`` cancels the turn (``canceled``); :meth:`DshAgentExecutor.cancel_all`
-  cancels every running turn (shutdown).
+* ``CancelTask`` cancels the turn (``canceled``); :meth:`DshAgentExecutor.cancel_task`
+  cancels one from the server's side (a stream whose client is gone, see
+  :mod:`dsh.a2a._orphans`), :meth:`DshAgentExecutor.cancel_all` every running turn
+  (shutdown).
+
+The events of one task go out through a :class:`~dsh.a2a._task_run.TaskRun`.
 """
 
 from __future__ import annotations
@@ -32,7 +38,6 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -41,30 +46,25 @@ from a2a.types import (
     Artifact,
     Message,
     Part,
-    Role,
     Task,
     TaskArtifactUpdateEvent,
     TaskState,
-    TaskStatus,
-    TaskStatusUpdateEvent,
 )
 
-from dsh.a2a._protocol import ARTIFACT_ID, META_KEY, plain, to_struct_value
-from dsh.core import Agent, Context, Event, TurnOutcome, last_output, text_of
-from dsh.subagent import SubagentProgress, SubagentUsage
-from dsh.subagent.kit import DelegationRelay, Lineage, RelayWatch, turn_usage
+from dsh.a2a._orphans import TASK_KEY
+from dsh.a2a._protocol import ARTIFACT_ID, META_KEY, plain
+from dsh.a2a._task_run import TaskRun, now_status, status_event
+from dsh.core import Agent, Context, Event, TurnOutcome, last_output
+from dsh.subagent.kit import DelegationRelay, Lineage
 
 __all__ = ["DshAgentExecutor"]
 
 _log = logging.getLogger("dsh.a2a")
 
-_EXCERPT = 400
 _WIND_DOWN = 5.0
 """Seconds a new task of a context waits for the previous (cancelled) turn to end."""
 _FLUSH = 2.0
 """Seconds a cancel waits for progress already produced to go out first."""
-
-A2AEvent = TaskStatusUpdateEvent | TaskArtifactUpdateEvent
 
 _STATES: dict[str, TaskState] = {
     "completed": TaskState.TASK_STATE_COMPLETED,
@@ -74,185 +74,6 @@ _STATES: dict[str, TaskState] = {
 _DSH_STOP = {"blocked": "error"}
 
 
-def _now_status(
-    state: TaskState, text: str | None = None, task_id: str = "", context_id: str = ""
-) -> TaskStatus:
-    status = TaskStatus(state=state)
-    if text:
-        status.message.CopyFrom(
-            Message(
-                role=Role.ROLE_AGENT,
-                message_id=f"status-{time.monotonic_ns()}",
-                parts=[Part(text=text)],
-                task_id=task_id,
-                context_id=context_id,
-            )
-        )
-    status.timestamp.FromDatetime(datetime.now(UTC))
-    return status
-
-
-def _status_event(
-    task_id: str,
-    context_id: str,
-    state: TaskState,
-    text: str | None = None,
-    metadata: dict[str, Any] | None = None,
-) -> TaskStatusUpdateEvent:
-    event = TaskStatusUpdateEvent(
-        task_id=task_id,
-        context_id=context_id,
-        status=_now_status(state, text, task_id, context_id),
-    )
-    if metadata:
-        event.metadata.update(to_struct_value(metadata))
-    return event
-
-
-class _TaskRun:
-    """One A2A task: the turn of its conversation's agent, and its outgoing events."""
-
-    def __init__(
-        self,
-        task_id: str,
-        context_id: str,
-        agent: Agent,
-        queue: EventQueue,
-        heartbeat: float | None,
-    ) -> None:
-        self.task_id = task_id
-        self.context_id = context_id
-        self.agent = agent
-        self.queue = queue
-        self.heartbeat = heartbeat
-        self.start = len(agent.session)
-        self.outbox: asyncio.Queue[A2AEvent | None] = asyncio.Queue()
-        self.closed = False
-        """True once the terminal status is written (nothing more may go out)."""
-        self.cancel_requested = False
-        self.cancel_written = asyncio.Event()
-        self.shutdown_cause: str | None = None
-        self.text_seq: int | None = None
-        self.artifact_text: list[str] = []
-        self.own_usage = SubagentUsage.unknown()
-        self.relay: RelayWatch | None = None
-        """The delegations under the agent during this task, relayed as progress."""
-        self.pump: asyncio.Task[None] | None = None
-
-    # -- outgoing events ------------------------------------------------------------
-
-    def send(self, event: A2AEvent) -> None:
-        if not self.closed:
-            self.outbox.put_nowait(event)
-
-    def status(
-        self,
-        state: TaskState,
-        text: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> TaskStatusUpdateEvent:
-        return _status_event(self.task_id, self.context_id, state, text, metadata)
-
-    def progress(self, item: SubagentProgress) -> None:
-        self.send(
-            self.status(
-                TaskState.TASK_STATE_WORKING, metadata={META_KEY: {"progress": item.to_json()}}
-            )
-        )
-
-    def text(self, text: str, seq: int) -> None:
-        first = self.text_seq != seq
-        if first:
-            self.text_seq = seq
-            self.artifact_text = []
-        self.artifact_text.append(text)
-        self.send(
-            TaskArtifactUpdateEvent(
-                task_id=self.task_id,
-                context_id=self.context_id,
-                artifact=Artifact(
-                    artifact_id=ARTIFACT_ID, name="response", parts=[Part(text=text)]
-                ),
-                append=not first,
-                last_chunk=False,
-            )
-        )
-
-    async def run_pump(self) -> None:
-        """Send the outbox's events in order (a ``working`` heartbeat when idle, so an
-        instance sharing the task store notices a cancel written by another one)."""
-        while True:
-            try:
-                event = await asyncio.wait_for(self.outbox.get(), self.heartbeat)
-            except TimeoutError:
-                if self.closed:
-                    continue
-                event = self.status(TaskState.TASK_STATE_WORKING)
-                self.outbox.put_nowait(event)
-                continue
-            try:
-                if event is None:
-                    return
-                if not self.closed:
-                    await self.queue.enqueue_event(event)
-            except Exception as exc:  # the task's queue is gone (the task ended elsewhere)
-                _log.debug("task %s: an update was not delivered: %r", self.task_id, exc)
-                self.closed = True
-            finally:
-                self.outbox.task_done()
-
-    async def flush(self, timeout: float | None = None) -> None:
-        """Wait until the events produced so far have gone out (bounded by ``timeout``)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.outbox.join(), timeout)
-
-    # -- the agent's own events --------------------------------------------------------
-
-    def observe(self, event: Event) -> None:
-        if event.seq == -1:
-            if event.type == "assistant/delta":
-                text = event.data.get("text")
-                if text:
-                    self.text(str(text), len(self.agent.session))
-            return
-        data = event.data
-        if event.type == "assistant/message":
-            text = text_of(data.get("content"))
-            if text and self.text_seq != event.seq:  # not streamed: send it whole
-                self.text(text, event.seq)
-            usage = data.get("usage")
-            if usage:
-                self.own_usage = turn_usage(self.agent.session.events, self.start)
-                self.progress(SubagentProgress("usage", usage=self.own_usage))
-        elif event.type == "tool/call":
-            self.progress(
-                SubagentProgress(
-                    "tool_call",
-                    tool_call_id=str(data.get("id")),
-                    name=str(data.get("name", "tool")),
-                    title=str(data.get("name", "tool")),
-                    arguments=data.get("arguments"),
-                )
-            )
-        elif event.type == "tool/result":
-            content = text_of(data.get("content"))
-            if len(content) > _EXCERPT:
-                content = content[:_EXCERPT] + "…"
-            self.progress(
-                SubagentProgress(
-                    "tool_update",
-                    tool_call_id=str(data.get("call_id")),
-                    status="failed" if data.get("is_error") else "completed",
-                    text=content or None,
-                )
-            )
-
-    def total_usage(self) -> SubagentUsage:
-        own = turn_usage(self.agent.session.events, self.start)
-        relay = self.relay
-        return own + relay.usage if relay is not None and relay.runs else own
-
-
 class _Conversation:
     """The agent of one A2A context."""
 
@@ -260,7 +81,7 @@ class _Conversation:
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.run: _TaskRun | None = None
+        self.run: TaskRun | None = None
         self.last_used = time.monotonic()
 
     @property
@@ -285,8 +106,9 @@ class DshAgentExecutor(AgentExecutor):
         self._max_contexts = max_contexts
         self._context_idle = context_idle
         self._heartbeat = heartbeat
-        self._conversations: dict[str, _Conversation] = {}
-        self._tasks: dict[str, _TaskRun] = {}
+        self._conversations: dict[tuple[str, str], _Conversation] = {}
+        """Conversations by (owner, context id): a caller never continues another's."""
+        self._tasks: dict[str, TaskRun] = {}
         self._relay: DelegationRelay | None = DelegationRelay(ctx)
         self._reaper: asyncio.Task[None] | None = ctx.spawn(self._reap_idle)
 
@@ -302,18 +124,19 @@ class DshAgentExecutor(AgentExecutor):
         task_id, context_id, message = context.task_id, context.context_id, context.message
         if not task_id or not context_id or message is None:
             raise ValueError("an A2A task needs a task id, a context id and a message")
+        context.call_context.state[TASK_KEY] = task_id  # who follows it: see _orphans
         if context.current_task is None:
             await event_queue.enqueue_event(
                 Task(
                     id=task_id,
                     context_id=context_id,
-                    status=_now_status(TaskState.TASK_STATE_SUBMITTED),
+                    status=now_status(TaskState.TASK_STATE_SUBMITTED),
                     history=[message],
                 )
             )
 
         async def refuse(state: TaskState, text: str) -> None:
-            await event_queue.enqueue_event(_status_event(task_id, context_id, state, text))
+            await event_queue.enqueue_event(status_event(task_id, context_id, state, text))
 
         blocks = _to_dsh_blocks(message)
         if not blocks:
@@ -329,7 +152,8 @@ class DshAgentExecutor(AgentExecutor):
             if refusal is not None:
                 await refuse(TaskState.TASK_STATE_REJECTED, refusal)
                 return
-        conversation = self._conversations.get(context_id)
+        key = (context.call_context.user.user_name, context_id)
+        conversation = self._conversations.get(key)
         if conversation is not None and conversation.run is None and conversation.agent.running:
             # the previous task of this context was cancelled and is still winding down
             with contextlib.suppress(TimeoutError):
@@ -342,7 +166,7 @@ class DshAgentExecutor(AgentExecutor):
             return
         if conversation is None:
             try:
-                conversation = self._new_conversation(context_id, lineage)
+                conversation = self._new_conversation(key, lineage)
             except Exception as exc:
                 await refuse(TaskState.TASK_STATE_FAILED, f"dsh a2a cannot start an agent: {exc}")
                 return
@@ -360,7 +184,7 @@ class DshAgentExecutor(AgentExecutor):
             await run.flush(_FLUSH)  # progress produced before the cancel goes out first
             run.closed = True
             metadata = {META_KEY: {"usage": run.total_usage().to_json(), "stopReason": "aborted"}}
-        event = _status_event(task_id, context_id, TaskState.TASK_STATE_CANCELED, cause, metadata)
+        event = status_event(task_id, context_id, TaskState.TASK_STATE_CANCELED, cause, metadata)
         try:
             await event_queue.enqueue_event(event)
         finally:
@@ -369,13 +193,13 @@ class DshAgentExecutor(AgentExecutor):
 
     # -- turns --------------------------------------------------------------------------
 
-    def _new_conversation(self, context_id: str, lineage: Lineage | None) -> _Conversation:
-        meta: dict[str, Any] = {"cwd": self._ctx.cwd, "origin": "a2a", "a2a_context": context_id}
+    def _new_conversation(self, key: tuple[str, str], lineage: Lineage | None) -> _Conversation:
+        meta: dict[str, Any] = {"cwd": self._ctx.cwd, "origin": "a2a", "a2a_context": key[1]}
         if lineage is not None:
             meta.update(lineage.session_meta())
         self._make_room()
         conversation = _Conversation(self._ctx.agents.create(meta=meta))
-        self._conversations[context_id] = conversation
+        self._conversations[key] = conversation
         return conversation
 
     async def _run_turn(
@@ -387,7 +211,7 @@ class DshAgentExecutor(AgentExecutor):
         event_queue: EventQueue,
     ) -> None:
         agent = conversation.agent
-        run = _TaskRun(task_id, context_id, agent, event_queue, self._heartbeat)
+        run = TaskRun(task_id, context_id, agent, event_queue, self._heartbeat)
         conversation.run = run
         self._tasks[task_id] = run
         assert self._relay is not None
@@ -415,7 +239,7 @@ class DshAgentExecutor(AgentExecutor):
                 run.pump.cancel()
         await self._finish(run)
 
-    async def _finish(self, run: _TaskRun) -> None:
+    async def _finish(self, run: TaskRun) -> None:
         events = run.agent.session.events
         outcome = _outcome(events, run.start)
         output = last_output(events, run.start)
@@ -459,16 +283,30 @@ class DshAgentExecutor(AgentExecutor):
         run.closed = True
         await run.queue.enqueue_event(run.status(state, text, metadata))
 
-    def _forget(self, run: _TaskRun) -> None:
+    def _forget(self, run: TaskRun) -> None:
         self._tasks.pop(run.task_id, None)
         if run.relay is not None:
             run.relay.close()
 
+    def is_running(self, task_id: str) -> bool:
+        """True while the task's turn runs in this process."""
+        run = self._tasks.get(task_id)
+        return run is not None and not run.closed
+
+    def cancel_task(self, task_id: str, cause: str) -> bool:
+        """Cancel the task's turn (the task ends ``canceled`` with ``cause``); False when
+        it does not run in this process."""
+        run = self._tasks.get(task_id)
+        if run is None or run.closed:
+            return False
+        run.shutdown_cause = cause
+        run.agent.cancel(cause)
+        return True
+
     def cancel_all(self, cause: str) -> None:
         """Cancel every running turn (their tasks end ``canceled`` with ``cause``)."""
-        for run in list(self._tasks.values()):
-            run.shutdown_cause = cause
-            run.agent.cancel(cause)
+        for task_id in list(self._tasks):
+            self.cancel_task(task_id, cause)
 
     # -- conversations ------------------------------------------------------------------
 
@@ -481,8 +319,8 @@ class DshAgentExecutor(AgentExecutor):
         _, oldest = min(idle)
         self._drop(oldest)
 
-    def _drop(self, context_id: str) -> None:
-        conversation = self._conversations.pop(context_id, None)
+    def _drop(self, key: tuple[str, str]) -> None:
+        conversation = self._conversations.pop(key, None)
         if conversation is not None and not conversation.agent.close_now():
             self._ctx.spawn(conversation.agent.aclose, "the A2A context was idle too long")
 

@@ -18,11 +18,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ARTIFACT_ID", "LINEAGE_EXTENSION_URI", "META_KEY", "plain", "to_struct_value"]
+from dsh.subagent.kit import LINEAGE_EXTENSION_URI
 
-LINEAGE_EXTENSION_URI = "https://dsh-dev.github.io/dsh/a2a/extensions/dsh/v1"
-"""The agent card extension a ``dsh a2a`` server declares (the ``a2a`` provider's
-``depth_limit = true`` requires it)."""
+__all__ = ["ARTIFACT_ID", "LINEAGE_EXTENSION_URI", "META_KEY", "plain", "to_struct_value"]
 
 META_KEY = "dsh"
 """The metadata key dsh reads and writes (lineage, progress, usage, stop reason)."""

@@ -7,15 +7,23 @@ handler and routes (agent card at ``/.well-known/agent-card.json``, JSON-RPC at
 running the tasks.
 
 Binding: ``127.0.0.1`` by default. Any other address requires ``--token-env NAME``:
-the server then reads the token from that environment variable (and removes it from
-its own environment, so nothing it starts inherits it), and every request must carry
-``Authorization: Bearer <token>`` (``401`` otherwise, before any task exists). The
-token is never printed or logged.
+the server then reads the token from that environment variable (removes it from its
+own environment, so nothing it starts inherits it, and on Linux blanks it in the
+process's initial environment block, ``/proc/<pid>/environ``), and every request must
+carry ``Authorization: Bearer <token>`` (``401`` otherwise, before any task exists).
+The token is never printed or logged. Several ``--token-env`` give several named
+tokens, and each sees only the tasks it created.
 
-Ending: SIGTERM (and SIGINT) cancel every running task (they end ``canceled``), stop
-accepting connections, let open streams deliver their last update (``--grace``
-seconds at most), dispose every delegation the agents started (their process trees
-included) and exit with status 143 (130).
+Hardening (in front of the routes, see :mod:`dsh.a2a._guard` and
+:mod:`dsh.a2a._timeouts`): a Host/Origin allow-list (``403``), a request body cap
+(``--max-body-bytes``, ``413``), a header timeout and an idle timeout; finished tasks
+in the memory store are evicted by age (``--task-ttl``) and count (``--max-tasks``).
+
+Ending: SIGTERM (and SIGINT, and SIGHUP: the terminal closed) cancel every running
+task (they end ``canceled``), stop accepting connections, let open streams deliver
+their last update (``--grace`` seconds at most), dispose every delegation the agents
+started (their process trees included) and exit with status 128 + the signal: 143
+(130 for SIGINT, 129 for SIGHUP).
 """
 
 from __future__ import annotations
@@ -25,19 +33,20 @@ import contextlib
 import ipaddress
 import logging
 import os
-import signal
 import socket
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 
-from dsh.core import Preset
+from dsh.a2a._guard import HostPolicy
+from dsh.core import Preset, on_stop_signals
 
-__all__ = ["ServeOptions", "serve_command"]
+__all__ = ["ServeOptions", "host_policy", "serve_command"]
 
 _log = logging.getLogger("dsh.a2a")
 
@@ -50,7 +59,8 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8000
     public_url: str | None = None
-    token_env: str | None = None
+    token_envs: list[str] = field(default_factory=list)
+    """Environment variables holding the bearer tokens (each one's name names its token)."""
     task_store: str | None = None
     name: str | None = None
     description: str | None = None
@@ -59,6 +69,15 @@ class ServeOptions:
     context_idle: float = 1800.0
     grace: float = 5.0
     log_level: str = "warning"
+    allow_hosts: list[str] = field(default_factory=list)
+    allow_origins: list[str] = field(default_factory=list)
+    max_body_bytes: int = 4 * 1024 * 1024
+    header_timeout: float = 10.0
+    idle_timeout: float = 15.0
+    task_ttl: float = 3600.0
+    max_tasks: int = 1000
+    orphan_grace: float = 30.0
+    """Seconds a running task nobody follows any more is kept before it is cancelled."""
 
 
 class UsageError(Exception):
@@ -75,36 +94,79 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def read_token(options: ServeOptions) -> str | None:
-    """The bearer token (None: no auth). Refuses a non-loopback bind without one.
-    The variable is removed from this process's environment once read."""
-    if options.token_env is None:
+def read_tokens(options: ServeOptions) -> dict[str, str]:
+    """The bearer tokens by name (empty: no auth). Refuses a non-loopback bind without
+    one. Each variable is removed from this process's environment once read (and blanked
+    in its initial environment block, see :func:`scrub_initial_environment`)."""
+    if not options.token_envs:
         if not is_loopback(options.host):
             raise UsageError(
                 f"refusing to bind {options.host} without authentication: pass --token-env NAME"
                 " (the environment variable that holds the bearer token every request must"
                 " carry), or bind 127.0.0.1"
             )
-        return None
-    token = os.environ.pop(options.token_env, None)
-    if not token or not token.strip():
-        raise UsageError(
-            f"--token-env {options.token_env}: the environment variable is not set or empty"
-        )
-    return token.strip()
+        return {}
+    tokens: dict[str, str] = {}
+    for name in options.token_envs:
+        raw = os.environ.pop(name, None)
+        if raw is not None:
+            scrub_initial_environment(name, raw)
+        if name in tokens:
+            continue
+        if not raw or not raw.strip():
+            raise UsageError(f"--token-env {name}: the environment variable is not set or empty")
+        if raw.strip() in tokens.values():
+            raise UsageError(
+                f"--token-env {name}: holds the same token as another --token-env variable;"
+                " give each caller a token of its own"
+            )
+        tokens[name] = raw.strip()
+    return tokens
+
+
+def scrub_initial_environment(name: str, value: str) -> bool:
+    """Overwrite ``NAME=value`` in this process's initial environment block (what
+    ``/proc/<pid>/environ`` shows) with zero bytes; True when done. Linux only; the
+    variable must already be gone from ``os.environ`` (nothing points at the block's
+    copy then)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    entry = os.fsencode(name) + b"=" + os.fsencode(value)
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
+        if not 0 < start < end:
+            return False
+        with open("/proc/self/mem", "r+b", buffering=0) as memory:
+            memory.seek(start)
+            block = memory.read(end - start)
+            done = False
+            at = block.find(entry)
+            while at != -1:
+                if (at == 0 or block[at - 1] == 0) and (
+                    at + len(entry) == len(block) or block[at + len(entry)] == 0
+                ):
+                    memory.seek(start + at + len(name) + 1)
+                    memory.write(b"\0" * (len(entry) - len(name) - 1))
+                    done = True
+                at = block.find(entry, at + 1)
+            return done
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def serve_command(options: ServeOptions) -> int:
     """Run the server until a signal; the exit status (0, 2 on a configuration
-    problem, 128 + the signal's number after SIGTERM / SIGINT)."""
+    problem, 128 + the signal's number after SIGTERM / SIGINT / SIGHUP)."""
     logging.basicConfig(
         stream=sys.stderr,
         level=getattr(logging, options.log_level.upper(), logging.WARNING),
         format="dsh a2a: %(levelname)s %(name)s: %(message)s",
     )
     try:
-        token = read_token(options)
-        from dsh.core import PresetError, find_preset
+        tokens = read_tokens(options)
+        from dsh.core import PresetError, find_preset, model_from_env
 
         try:
             preset = find_preset(options.preset)
@@ -112,12 +174,12 @@ def serve_command(options: ServeOptions) -> int:
             raise UsageError(str(exc)) from None
         if preset is None:
             raise UsageError("no preset: pass --preset FILE (or put a dsh.toml here)")
-        if preset.agent.model is None:
+        if preset.agent.model is None and model_from_env() is None:  # the rule of dsh run
             raise UsageError(
                 f"no model is configured in {preset.source}; add an [agent.model] table to the"
-                " preset"
+                " preset, or set OPENAI_BASE_URL, DEEPSEEK_API_KEY or OPENAI_API_KEY"
             )
-        return asyncio.run(_serve(options, preset, token))
+        return asyncio.run(_serve(options, preset, tokens))
     except UsageError as exc:
         print(f"dsh a2a: {exc}", file=sys.stderr)
         return 2
@@ -161,8 +223,28 @@ def _version() -> str:
         return "0"
 
 
-async def _serve(options: ServeOptions, preset: Preset, token: str | None) -> int:
-    from a2a.server.request_handlers import DefaultRequestHandler
+def host_policy(options: ServeOptions) -> HostPolicy:
+    """Which ``Host`` / ``Origin`` values the server accepts (see docs/serving-a2a.md):
+    on loopback, the loopback names and ``--allow-host``; elsewhere, the host of the
+    public URL (``--public-url``, or the bound address unless it is a wildcard), the
+    loopback names and ``--allow-host``. A wildcard bind (``0.0.0.0``, ``::``) with
+    neither ``--public-url`` nor ``--allow-host`` checks nothing (the token guards it)."""
+    if is_loopback(options.host):
+        hosts = [*options.allow_hosts, options.host]
+        return HostPolicy.build(loopback=True, hosts=hosts, origins=options.allow_origins)
+    hosts = list(options.allow_hosts)
+    if options.public_url:
+        public = urlsplit(options.public_url).hostname
+        if public:
+            hosts.append(public)
+    elif options.host.strip("[]") not in ("0.0.0.0", "::"):
+        hosts.append(options.host)
+    if not hosts:
+        hosts = ["*"]
+    return HostPolicy.build(loopback=True, hosts=hosts, origins=options.allow_origins)
+
+
+async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) -> int:
     from a2a.server.routes import (
         create_agent_card_routes,
         create_jsonrpc_routes,
@@ -170,10 +252,13 @@ async def _serve(options: ServeOptions, preset: Preset, token: str | None) -> in
     )
     from starlette.applications import Starlette
 
-    from dsh.a2a._auth import BearerAuth, RedactingContextBuilder
+    from dsh.a2a._auth import BearerAuth
     from dsh.a2a._card import REST_PATH, build_agent_card
     from dsh.a2a._executor import DshAgentExecutor
+    from dsh.a2a._guard import BodyLimit, HostGuard
+    from dsh.a2a._orphans import Followers, FollowingContextBuilder, FollowingRequestHandler
     from dsh.a2a._store import TaskStoreError, open_task_store
+    from dsh.a2a._timeouts import protocol_class
     from dsh.core import Context
 
     sock = _bind(options.host, options.port)
@@ -181,10 +266,23 @@ async def _serve(options: ServeOptions, preset: Preset, token: str | None) -> in
         port = sock.getsockname()[1]
         url = _public_url(options, port)
         try:
-            opened = await open_task_store(options.task_store)
+            opened = await open_task_store(
+                options.task_store, max_tasks=options.max_tasks, ttl=options.task_ttl
+            )
         except TaskStoreError as exc:
             raise UsageError(str(exc)) from None
         received: list[int] = []
+        stoppers: list[Callable[[], None]] = []
+
+        def on_signal(number: int) -> None:
+            received.append(number)
+            for stop in stoppers:
+                stop()
+
+        # from here until the task store is closed: SIGTERM, SIGINT and SIGHUP stop the
+        # server, and a signal during the teardown finds the handler still there
+        stack = contextlib.ExitStack()
+        stack.enter_context(on_stop_signals(on_signal))
         try:
             async with Context.open(preset, sessions_dir=options.sessions_dir) as ctx:
                 executor = DshAgentExecutor(
@@ -200,29 +298,45 @@ async def _serve(options: ServeOptions, preset: Preset, token: str | None) -> in
                     name=name,
                     description=options.description,
                     version=_version(),
-                    bearer=token is not None,
+                    bearer=bool(tokens),
                 )
-                handler = DefaultRequestHandler(
+                followers = Followers(executor, options.orphan_grace)
+                handler = FollowingRequestHandler(
                     agent_executor=executor,
                     task_store=opened.store,
                     agent_card=card,
                     event_stream=opened.event_stream,
+                    followers=followers,
                 )
-                context_builder = RedactingContextBuilder()
+                context_builder = FollowingContextBuilder()
                 app = Starlette(
                     routes=[
                         *create_agent_card_routes(card),
                         *create_jsonrpc_routes(
-                            handler, rpc_url="/", context_builder=context_builder
+                            handler,
+                            rpc_url="/",
+                            context_builder=context_builder,
+                            enable_v0_3_compat=True,
                         ),
                         *create_rest_routes(
-                            handler, context_builder=context_builder, path_prefix=REST_PATH
+                            handler,
+                            context_builder=context_builder,
+                            path_prefix=REST_PATH,
+                            enable_v0_3_compat=True,
                         ),
                     ]
                 )
-                asgi: Any = BearerAuth(app, token) if token is not None else app
+                asgi: Any = BearerAuth(app, tokens) if tokens else app
+                asgi = BodyLimit(asgi, options.max_body_bytes, options.idle_timeout)
+                policy = host_policy(options)
+                asgi = HostGuard(asgi, policy)
                 config = uvicorn.Config(
                     asgi,
+                    http=protocol_class(
+                        header_timeout=options.header_timeout,
+                        idle_timeout=options.idle_timeout,
+                        drain_limit=max(options.max_body_bytes, 16 * 1024 * 1024),
+                    ),
                     log_config=None,
                     access_log=False,
                     lifespan="off",
@@ -230,33 +344,41 @@ async def _serve(options: ServeOptions, preset: Preset, token: str | None) -> in
                     timeout_graceful_shutdown=max(int(options.grace), 1),
                 )
                 server = _Server(config)
-                loop = asyncio.get_running_loop()
 
-                def on_signal(number: int) -> None:
-                    received.append(number)
+                def stop_serving() -> None:
                     executor.cancel_all("dsh a2a is shutting down")
                     server.should_exit = True
 
-                for number in (signal.SIGTERM, signal.SIGINT):
-                    loop.add_signal_handler(number, on_signal, number)
-                auth = f"bearer token from ${options.token_env}" if token else "none (loopback)"
+                stoppers.append(stop_serving)
+                if received:  # a signal came while the server was being set up
+                    stop_serving()
+                if len(tokens) > 1:
+                    names = ", ".join(f"${name}" for name in tokens)
+                    auth = f"bearer tokens from {names}, each sees only its own tasks"
+                elif tokens:
+                    auth = f"bearer token from ${next(iter(tokens))}"
+                else:
+                    auth = "none (loopback)"
                 print(
                     f'dsh a2a: serving "{name}" at {url} (agent card: {url}.well-known/'
-                    f"agent-card.json; task store: {opened.description}; auth: {auth})",
+                    f"agent-card.json; task store: {opened.description}; auth: {auth};"
+                    f" {policy.describe()})",
                     file=sys.stderr,
                     flush=True,
                 )
                 try:
                     await server.serve(sockets=[sock])
                 finally:
-                    for number in (signal.SIGTERM, signal.SIGINT):
-                        loop.remove_signal_handler(number)
+                    followers.close()
                     executor.cancel_all("dsh a2a is shutting down")
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(handler.aclose(), options.grace)
                     await executor.aclose()
         finally:
-            await opened.close()
+            try:
+                await opened.close()
+            finally:
+                stack.close()
         return 128 + received[0] if received else 0
     finally:
         sock.close()

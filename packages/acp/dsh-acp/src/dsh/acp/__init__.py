@@ -6,10 +6,14 @@ What ``dsh acp`` and the test kit's mock agent share:
   not found" instead of the Protocol stub's ``null``;
 * :func:`serve` / :func:`serve_stdio` and :class:`StrictAgentTransport` — strict
   NDJSON framing that answers every bad frame (-32700 parse error, -32600 for
-  non-objects, batches and oversized lines) and keeps serving, with
-  ``$/cancel_request`` support;
+  non-objects, batches, oversized lines, a ``jsonrpc`` other than ``"2.0"`` and
+  requests before ``initialize``) and keeps serving, with ``$/cancel_request``
+  (-32800), rate-limited logs of failed notifications, and an end when the client
+  stops reading;
 * :class:`LineReader` / :func:`classify` — the bounded line reader and JSON-RPC
-  frame check, shared with the ``acp`` provider (the client side).
+  frame check, shared with the ``acp`` provider (the client side);
+  :func:`encode_message` / :func:`scrub_surrogates` — lone UTF-16 surrogates
+  escaped on the way out, replaced (U+FFFD) on the way in.
 
 Importing :mod:`dsh.acp` does not import ``acp`` (about a second); the names that
 need it load on first use.
@@ -27,12 +31,15 @@ from dsh.acp._framing import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
+    REQUEST_CANCELLED,
     Frame,
     LineReader,
     OversizedLine,
     classify,
+    encode_message,
     error_response,
     excerpt,
+    scrub_surrogates,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +54,7 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "REQUEST_CANCELLED",
     "AcpAgentBase",
     "Frame",
     "LineReader",
@@ -55,8 +63,10 @@ __all__ = [
     "PromptBlock",
     "StrictAgentTransport",
     "classify",
+    "encode_message",
     "error_response",
     "excerpt",
+    "scrub_surrogates",
     "serve",
     "serve_stdio",
 ]

@@ -8,7 +8,10 @@ Every optional ``acp.Agent`` method of :class:`AcpAgentBase` answers JSON-RPC
 "method not found" (-32601): an inherited ``acp.Agent`` Protocol stub would answer
 ``null``, which a client takes for success. A subclass implements ``initialize``,
 ``session/new``, ``session/prompt`` and ``session/cancel``, and overrides whatever
-else it supports.
+else it supports. That holds for the methods of whichever ``agent-client-protocol``
+is installed (0.12 or 1.0): an ``acp.Agent`` method not written out here (1.0 adds
+``session/delete``, ``logout``, ``nes/*``, ``document/*``...) is refused too, a
+request with "method not found", a notification by ignoring it.
 
 Importing this module imports ``acp`` (about 1 s): import it where an agent is
 served, not at the top of a command module (see ``docs/performance.md``, "ACP cold
@@ -17,6 +20,8 @@ start"). Importing :mod:`dsh.subagent_acp` itself does not import it.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from acp import Agent, RequestError
@@ -137,3 +142,43 @@ class AcpAgentBase(Agent):
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         """Ignored (no extension notifications)."""
         return None
+
+
+def _refusal(name: str, stub: Any) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """A handler for the ``acp.Agent`` method ``name`` that refuses it (its wire name
+    from the 1.0 route metadata, else the Python name)."""
+    route = getattr(stub, "__route__", None)
+    method = str(getattr(route, "method", name))
+    if getattr(route, "kind", "request") == "notification":
+
+        async def ignore(self: Any, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        handler = ignore
+    else:
+
+        async def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+            raise RequestError.method_not_found(method)
+
+        handler = refuse
+    handler.__name__ = handler.__qualname__ = name
+    handler.__doc__ = f"Not supported ({method})."
+    return handler
+
+
+_SUBCLASS_IMPLEMENTS = frozenset({"initialize", "new_session", "prompt", "cancel"})
+
+
+def _refuse_protocol_stubs(cls: type) -> None:
+    """Replace every ``acp.Agent`` Protocol stub ``cls`` would inherit (a body of
+    ``...`` that answers ``null``) with a refusal, but the ones a subclass implements."""
+    for name, stub in vars(Agent).items():
+        if name.startswith("_") or name in _SUBCLASS_IMPLEMENTS:
+            continue
+        if not inspect.iscoroutinefunction(stub):
+            continue
+        if getattr(cls, name, None) is stub:
+            setattr(cls, name, _refusal(name, stub))
+
+
+_refuse_protocol_stubs(AcpAgentBase)

@@ -7,12 +7,19 @@ newline, and reported, so one runaway line cannot grow memory without bound);
 is, or which error answers it. Both sides of dsh's ACP use them: the ``dsh acp``
 server answers bad frames with -32700 / -32600, the ``acp`` provider fails the
 run on them.
+
+JSON text may hold a lone UTF-16 surrogate (``"\\ud800"``, or half an emoji cut
+by a JavaScript client): :func:`json.loads` accepts it and gives a ``str`` that
+cannot be encoded as UTF-8. :func:`encode_message` writes such strings as
+``\\uXXXX`` escapes (so an id is echoed exactly), and :func:`scrub_surrogates`
+replaces them with U+FFFD in content before it goes anywhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,12 +30,15 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "REQUEST_CANCELLED",
     "Frame",
     "LineReader",
     "OversizedLine",
     "classify",
+    "encode_message",
     "error_response",
     "excerpt",
+    "scrub_surrogates",
 ]
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -39,6 +49,8 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+"""The request was cancelled (``$/cancel_request``); ACP's and LSP's code."""
 
 _EXCERPT = 160
 
@@ -131,8 +143,14 @@ def _valid_id(value: Any) -> bool:
     )
 
 
-def classify(line: bytes | OversizedLine) -> Frame | None:
-    """What one line is (None for a blank line, which is skipped)."""
+def classify(line: bytes | OversizedLine, *, require_version: bool = False) -> Frame | None:
+    """What one line is (None for a blank line, which is skipped).
+
+    With ``require_version`` a message whose ``jsonrpc`` member is not exactly
+    ``"2.0"`` is an error too (-32600, answered with the id of a request, else
+    null): what a server owes its client. The ``acp`` provider reads agents
+    leniently and leaves it off.
+    """
     if isinstance(line, OversizedLine):
         return Frame(
             "error",
@@ -161,12 +179,26 @@ def classify(line: bytes | OversizedLine) -> Frame | None:
                 None, INVALID_REQUEST, f"a message must be a JSON object, got {excerpt(stripped)}"
             ),
         )
+    if _MAY_HOLD_SURROGATE.search(stripped):
+        # content that cannot be encoded as UTF-8 must not reach a session or a model;
+        # the id stays exact (a response echoes it)
+        scrubbed = scrub_surrogates(message)
+        if "id" in message:
+            scrubbed["id"] = message["id"]
+        message = scrubbed
     has_id = "id" in message
     request_id = message.get("id")
     if has_id and not _valid_id(request_id):
         return Frame(
             "error",
             reply=error_response(None, INVALID_REQUEST, "id must be a string or an integer"),
+        )
+    if require_version and message.get("jsonrpc") != "2.0":
+        version = excerpt(json.dumps(message.get("jsonrpc"), ensure_ascii=True))
+        return _invalid(
+            message,
+            has_id and "method" in message,
+            f'jsonrpc must be "2.0", got {version if "jsonrpc" in message else "nothing"}',
         )
     if "method" in message:
         method = message["method"]
@@ -208,3 +240,39 @@ def excerpt(data: bytes | str, limit: int = _EXCERPT) -> str:
     cut = text[:limit]
     cut = "".join(ch if ch.isprintable() else "\N{REPLACEMENT CHARACTER}" for ch in cut)
     return cut + ("…" if len(text) > limit else "")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# what can decode to a lone surrogate: a \uD800-\uDFFF escape, or raw CESU-8 bytes
+# (json.loads decodes bytes with "surrogatepass")
+_MAY_HOLD_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """``value`` (decoded JSON) with every lone surrogate in its strings, keys
+    included, replaced by U+FFFD, so it can be encoded as UTF-8 anywhere.
+
+    :func:`json.loads` joins an escaped surrogate *pair* into one character, so
+    any surrogate left in a decoded string is a lone one.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_surrogates(item) for item in value]
+    return value
+
+
+def encode_message(message: Any) -> bytes:
+    """``message`` as one NDJSON line: compact JSON, UTF-8, a newline.
+
+    A string holding a lone surrogate (an id echoed back, a tool's undecodable
+    output) is written as a ``\\uXXXX`` escape, which is valid JSON and valid
+    UTF-8, instead of failing with :class:`UnicodeEncodeError`.
+    """
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"

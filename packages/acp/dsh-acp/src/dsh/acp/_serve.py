@@ -9,6 +9,7 @@ from typing import Any
 from acp.core import AgentSideConnection
 
 from dsh.acp._framing import DEFAULT_MAX_LINE_BYTES
+from dsh.acp._otel import MessageContext, quiet_acp_root_spans
 from dsh.acp._transport import CancelRequestHandler, StrictAgentTransport
 
 __all__ = ["serve", "serve_stdio"]
@@ -23,25 +24,47 @@ async def serve(
     on_cancel_request: CancelRequestHandler | None = None,
     at_end_of_input: Callable[[], Awaitable[None]] | None = None,
     on_message: Callable[[dict[str, Any]], None] | None = None,
+    on_output_lost: Callable[[], None] | None = None,
 ) -> None:
-    """Serve ``agent`` (an ``acp.Agent``) until the client's input ends.
+    """Serve ``agent`` (an ``acp.Agent``) until the client's input ends, or writing to
+    the client fails.
 
     Every frame goes through :class:`StrictAgentTransport`; unstable methods
-    (``session/close``...) are routed to the agent. At end of input
-    ``at_end_of_input()`` runs while the connection is still open (cancel the
-    running turns, or let requests already received finish); then the connection
-    closes, cancelling whatever request is still running. ``on_message`` sees every
-    well-formed incoming message first (raw JSON, before the ``acp`` models drop
-    what they do not know).
+    (``session/close``...) are routed to the agent. ``$/cancel_request`` first asks
+    ``on_cancel_request`` (True: it cancelled the request itself), else cancels the
+    request's handler, which answers -32800. A failed write (the client stopped
+    reading) calls ``on_output_lost`` at once (cancel the running turns) and ends
+    the input. At end of input ``at_end_of_input()`` runs while the connection is
+    still open (cancel the running turns, or let requests already received finish);
+    then the connection closes, cancelling whatever request is still running.
+    ``on_message`` sees every well-formed incoming message first (raw JSON, before
+    the ``acp`` models drop what they do not know).
+
+    The ``acp`` library's ``acp.request`` spans (when ``opentelemetry`` is installed)
+    continue the trace context a request carries in ``_meta`` and are never roots of
+    traces of their own (see :mod:`dsh.acp._otel`).
     """
+    quiet_acp_root_spans()
+    trace_context = MessageContext()
+
+    def seen(message: dict[str, Any]) -> None:
+        trace_context.enter(message)  # copied into the task that handles the message
+        if on_message is not None:
+            on_message(message)
+
     transport = StrictAgentTransport(
         reader,
         writer,
         max_line_bytes=max_line_bytes,
         on_cancel_request=on_cancel_request,
-        on_message=on_message,
+        on_message=seen,
+        on_output_lost=on_output_lost,
     )
     conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
+    # the request handler the acp connection dispatches to (acp 0.12: Connection._handler),
+    # wrapped for $/cancel_request and for notifications that fail
+    inner = conn._conn
+    inner._handler = transport.guard(inner._handler)
     try:
         await conn.listen()
         if at_end_of_input is not None:

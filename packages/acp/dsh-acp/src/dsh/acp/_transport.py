@@ -4,33 +4,82 @@
 JSON (the client gets no answer), lets a JSON line that is not an object kill
 its receive loop, stops at a ``null`` line, and reassembles lines of any length.
 :class:`StrictAgentTransport` (an ``acp`` message-level ``Transport``) owns the
-framing instead: a line that is not JSON is answered -32700, anything that is not
-a JSON-RPC object (an array / batch, a number, ``null``, a request without a
-method...) -32600, a line beyond the cap is discarded and answered -32600; the
-connection goes on serving. ``$/cancel_request`` notifications are handed to a
-callback with the method and params of the request they name.
+framing instead:
+
+* a line that is not JSON is answered -32700; anything that is not a JSON-RPC 2.0
+  object (an array / batch, a number, ``null``, a request without a method, a
+  ``jsonrpc`` other than ``"2.0"``...) -32600; a line beyond the cap is discarded
+  and answered -32600; the connection goes on serving;
+* a request other than ``initialize`` before ``initialize`` is answered -32600;
+* lone UTF-16 surrogates never reach the agent (U+FFFD) and never break a write
+  (``\\uXXXX`` escapes; see :mod:`dsh.acp._framing`);
+* ``$/cancel_request`` (``requestId``, or ``id`` as older dsh clients sent it)
+  cancels the request it names: the ``on_cancel_request`` callback may cancel it
+  gracefully (a prompt's turn, which then answers ``stopReason: "cancelled"``);
+  otherwise the request's handler is cancelled and answered -32800;
+* a notification whose handler fails is logged in one line, at most
+  :data:`LOG_LINES_PER_SECOND` a second (then a count of the suppressed ones);
+* a write that fails (the client closed its input, EPIPE) ends the connection:
+  ``on_output_lost`` is called once, :meth:`receive` reports end of input, and
+  later messages are dropped (requests to the client fail at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import contextvars
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from dsh.acp._framing import DEFAULT_MAX_LINE_BYTES, LineReader, classify
+from acp import RequestError
 
-__all__ = ["CancelRequestHandler", "StrictAgentTransport"]
+from dsh.acp._framing import (
+    DEFAULT_MAX_LINE_BYTES,
+    INVALID_REQUEST,
+    REQUEST_CANCELLED,
+    LineReader,
+    classify,
+    encode_message,
+    error_response,
+    excerpt,
+)
+
+__all__ = ["LOG_LINES_PER_SECOND", "CancelRequestHandler", "Handler", "StrictAgentTransport"]
 
 _log = logging.getLogger("dsh.acp")
 
-CancelRequestHandler = Callable[[str, Any], None]
+CancelRequestHandler = Callable[[str, Any], bool | None]
 """Called with the ``method`` and ``params`` of a request a client cancelled with
-``$/cancel_request``."""
+``$/cancel_request``; True if it cancelled the request itself (the request then
+answers as it sees fit), else the transport cancels the request's handler."""
+
+Handler = Callable[[str, Any, bool], Awaitable[Any]]
+"""An ``acp`` connection's method handler: ``(method, params, is_notification)``."""
+
+LOG_LINES_PER_SECOND = 5
+"""Failed notifications logged per second at most (the rest are counted)."""
 
 _MAX_TRACKED = 4096
+
+_CURRENT_REQUEST: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "dsh_acp_current_request", default=None
+)
+"""The key of the request being dispatched. Set by :meth:`StrictAgentTransport.receive`
+in the receive loop's context, which the ``acp`` connection copies into the task it
+creates for the message right after: so a handler knows its request's id."""
+
+
+@dataclass(eq=False)
+class _InFlight:
+    method: str
+    params: Any
+    request_id: Any
+    task: asyncio.Task[Any] | None = None
+    cancelled: bool = False
 
 
 class StrictAgentTransport:
@@ -44,73 +93,241 @@ class StrictAgentTransport:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         on_cancel_request: CancelRequestHandler | None = None,
         on_message: Callable[[dict[str, Any]], None] | None = None,
+        on_output_lost: Callable[[], None] | None = None,
+        require_initialize: bool = True,
     ) -> None:
         self._lines = LineReader(reader, max_line_bytes)
         self._on_message = on_message
         self._writer = writer
         self._lock = asyncio.Lock()
-        self._in_flight: dict[Any, tuple[str, Any]] = {}
+        self._in_flight: dict[Any, _InFlight] = {}
         self._on_cancel_request = on_cancel_request
+        self._on_output_lost = on_output_lost
+        self._initialized = not require_initialize
+        self._receiver: asyncio.Task[Any] | None = None
+        self._woken = False
+        self._notes = _RateLimitedLog(LOG_LINES_PER_SECOND)
         self.rejected = 0
         """Frames answered with an error by the transport itself."""
         self.closed = False
+        self.output_lost: str | None = None
+        """Why writing to the client failed (None while it works)."""
+
+    # -- the acp Transport protocol -------------------------------------------------
 
     async def send(self, message: dict[str, Any]) -> None:
-        """Write one message as a line."""
+        """Write one message as a line. Once the output is lost a request raises
+        :class:`ConnectionError` (no answer can come); anything else is dropped."""
+        is_request = "method" in message and "id" in message
         if "method" not in message and "id" in message:
             self._in_flight.pop(_key(message.get("id")), None)
-        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        if self.output_lost is not None or self.closed:
+            if is_request:
+                raise ConnectionError(f"the ACP client is gone ({self.output_lost or 'closed'})")
+            return
+        data = encode_message(message)
         async with self._lock:
-            if self._writer.is_closing():
-                raise ConnectionError("the client's end of the connection is closed")
-            self._writer.write(data)
-            await self._writer.drain()
+            try:
+                if self._writer.is_closing():
+                    raise ConnectionError("the client's end of the connection is closed")
+                self._writer.write(data)
+                await self._writer.drain()
+            except (ConnectionError, OSError) as exc:
+                self._lose(exc)
+                if is_request:
+                    raise ConnectionError(f"the ACP client is gone ({self.output_lost})") from exc
 
     async def receive(self) -> dict[str, Any] | None:
-        """The next well-formed message; None at end of input."""
+        """The next well-formed message; None at end of input (or once the output is lost)."""
         while True:
-            line = await self._lines.next()
+            if self.output_lost is not None:
+                return None
+            line = await self._next_line()
             if line is None:
                 return None
-            frame = classify(line)
+            frame = classify(line, require_version=True)
             if frame is None:
                 continue
             if frame.kind == "error":
                 self.rejected += 1
                 if frame.reply is not None:
-                    with contextlib.suppress(ConnectionError, OSError):
-                        await self.send(frame.reply)
+                    await self.send(frame.reply)
                 continue
             message = frame.message
             assert message is not None
-            if frame.kind == "notification" and message["method"] == "$/cancel_request":
+            method = message.get("method")
+            if frame.kind == "notification" and method == "$/cancel_request":
                 self._cancel_request(message.get("params"))
                 continue
+            if frame.kind == "request" and not self._initialized and method != "initialize":
+                self.rejected += 1
+                await self.send(_not_initialized(message))
+                continue
+            if method == "initialize":
+                self._initialized = True
             if self._on_message is not None:
                 self._on_message(message)
+            key = None
             if frame.kind == "request" and len(self._in_flight) < _MAX_TRACKED:
-                self._in_flight[_key(message["id"])] = (message["method"], message.get("params"))
+                key = _key(message["id"])
+                self._in_flight[key] = _InFlight(str(method), message.get("params"), message["id"])
+            _CURRENT_REQUEST.set(key)  # copied into the task that handles this message
             return message
 
     async def close(self) -> None:
         """Close the output (the client sees EOF)."""
         self.closed = True
+        self._notes.flush()
         with contextlib.suppress(Exception):
             if not self._writer.is_closing():
                 self._writer.close()
 
-    def _cancel_request(self, params: Any) -> None:
-        if not isinstance(params, dict) or "id" not in params:
-            return
-        found = self._in_flight.get(_key(params["id"]))
-        if found is None or self._on_cancel_request is None:
-            return
+    # -- hooks for serve() --------------------------------------------------------------
+
+    def guard(self, handler: Handler) -> Handler:
+        """``handler`` (an ``acp`` connection's) wrapped for ``$/cancel_request`` and
+        for notifications that fail (logged in one rate-limited line, no traceback)."""
+
+        async def guarded(method: str, params: Any, is_notification: bool) -> Any:
+            if is_notification:
+                try:
+                    return await handler(method, params, True)
+                except Exception as exc:
+                    self._notes.warn(f"notification {excerpt(method, 60)} failed: {_one_line(exc)}")
+                    return None
+            key = _CURRENT_REQUEST.get()
+            entry = self._in_flight.get(key) if key is not None else None
+            task = asyncio.current_task()
+            if entry is not None:
+                if entry.cancelled:
+                    raise _cancelled(entry)
+                entry.task = task
+            try:
+                return await handler(method, params, False)
+            except asyncio.CancelledError:
+                # only our cancel (none from the connection closing): answer it -32800
+                if entry is not None and entry.cancelled and task and task.uncancel() == 0:
+                    raise _cancelled(entry) from None
+                raise
+
+        return guarded
+
+    # -- plumbing -------------------------------------------------------------------
+
+    async def _next_line(self) -> bytes | Any:
+        self._receiver = asyncio.current_task()
         try:
-            self._on_cancel_request(*found)
-        except Exception:
-            _log.exception("handling $/cancel_request failed")
+            return await self._lines.next()
+        except asyncio.CancelledError:
+            task = self._receiver
+            if self._woken and task is not None and task.uncancel() == 0:
+                return None  # woken by _lose: the output is gone
+            raise
+        finally:
+            self._receiver = None
+
+    def _lose(self, exc: BaseException) -> None:
+        """The client can no longer be written to: end the connection."""
+        if self.output_lost is not None:
+            return
+        self.output_lost = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        _log.warning(
+            "writing to the ACP client failed (%s): cancelling its requests and ending",
+            self.output_lost,
+        )
+        if self._on_output_lost is not None:
+            try:
+                self._on_output_lost()
+            except Exception as error:
+                _log.warning("on_output_lost failed: %s", _one_line(error))
+        receiver = self._receiver
+        if receiver is not None and receiver is not asyncio.current_task():
+            self._woken = True
+            receiver.cancel()  # stop waiting for input nobody can be answered for
+
+    def _cancel_request(self, params: Any) -> None:
+        if not isinstance(params, dict):
+            self._notes.warn("$/cancel_request without params: ignored")
+            return
+        request_id = params["requestId"] if "requestId" in params else params.get("id")
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            self._notes.warn(
+                f"$/cancel_request with requestId {excerpt(repr(request_id), 60)}: ignored"
+            )
+            return
+        entry = self._in_flight.get(_key(request_id))
+        if entry is None or entry.cancelled:
+            return  # answered already (the cancel crossed the answer), or unknown
+        if self._on_cancel_request is not None:
+            try:
+                if self._on_cancel_request(entry.method, entry.params):
+                    return  # cancelled gracefully: the request answers by itself
+            except Exception as exc:
+                self._notes.warn(f"handling $/cancel_request failed: {_one_line(exc)}")
+        entry.cancelled = True
+        if entry.task is not None and not entry.task.done():
+            entry.task.cancel()
+
+
+class _RateLimitedLog:
+    """One warning line per call, at most ``limit`` a second; the rest are counted and
+    reported in one line when the second is over."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._window = 0.0
+        self._count = 0
+        self.suppressed = 0
+        self._flush_at: asyncio.TimerHandle | None = None
+
+    def warn(self, line: str) -> None:
+        now = time.monotonic()
+        if now - self._window >= 1.0:
+            self.flush()
+            self._window = now
+            self._count = 0
+        if self._count < self._limit:
+            self._count += 1
+            _log.warning("%s", line)
+            return
+        self.suppressed += 1
+        if self._flush_at is None:
+            with contextlib.suppress(RuntimeError):  # no loop: reported on the next flush
+                delay = max(self._window + 1.0 - now, 0.0)
+                self._flush_at = asyncio.get_running_loop().call_later(delay, self.flush)
+
+    def flush(self) -> None:
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        if self.suppressed:
+            _log.warning("... %d more such lines suppressed", self.suppressed)
+            self.suppressed = 0
 
 
 def _key(request_id: Any) -> Any:
     # JSON-RPC ids 1 and "1" are different requests
     return (type(request_id).__name__, request_id)
+
+
+def _not_initialized(message: dict[str, Any]) -> dict[str, Any]:
+    method = excerpt(str(message.get("method")), 60)
+    return error_response(
+        message.get("id"),
+        INVALID_REQUEST,
+        f"not initialized: send initialize before {method}",
+        {"method": message.get("method")},
+    )
+
+
+def _cancelled(entry: _InFlight) -> RequestError:
+    return RequestError(
+        REQUEST_CANCELLED,
+        "request cancelled",
+        {"requestId": entry.request_id, "method": entry.method},
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return excerpt(f"{type(exc).__name__}: {text}", 300)

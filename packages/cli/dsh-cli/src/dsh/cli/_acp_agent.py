@@ -34,28 +34,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp import (
-    PROTOCOL_VERSION,
-    RequestError,
-    start_tool_call,
-    text_block,
-    tool_content,
-    update_agent_message_text,
-    update_tool_call,
-    update_user_message_text,
-)
+from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentCapabilities,
-    AgentMessageChunk,
-    AllowedOutcome,
     ClientCapabilities,
     CloseSessionResponse,
     EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
-    PermissionOption,
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
@@ -64,27 +53,22 @@ from acp.schema import (
     StopReason,
     TextContentBlock,
     TextResourceContents,
-    ToolCallProgress,
-    ToolCallStart,
-    ToolCallUpdate,
     Usage,
-    UsageUpdate,
-    UserMessageChunk,
 )
 
 from dsh.acp import AcpAgentBase, McpServer, PromptBlock
+from dsh.cli._acp_updates import SessionUpdates, Update
 from dsh.core import Agent as DshAgent
 from dsh.core import (
     Context,
     Disposer,
     Event,
+    NoModelError,
     PermissionDecision,
     PermissionRequest,
     SessionError,
     TurnOutcome,
-    text_of,
 )
-from dsh.subagent import SubagentProgress
 from dsh.subagent.kit import DelegationRelay, Lineage, RelayWatch, turn_usage
 
 __all__ = ["STOP_REASONS", "DshAcpAgent"]
@@ -102,8 +86,6 @@ STOP_REASONS: dict[str, StopReason] = {
 TURN_FAILED = -32603
 NOT_CONFIGURED = -32603
 
-Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | UsageUpdate
-
 
 @dataclass(eq=False)
 class _Session:
@@ -111,6 +93,8 @@ class _Session:
 
     agent: DshAgent
     updates: asyncio.Queue[Update] = field(default_factory=asyncio.Queue)
+    mapping: SessionUpdates = field(init=False)
+    """Events as updates, permission requests after their tool call (``_acp_updates``)."""
     pump: asyncio.Task[None] | None = None
     unobserve: Disposer | None = None
     prompting: bool = False
@@ -119,6 +103,9 @@ class _Session:
     """The delegations under this session's agent, relayed as updates."""
     closers: list[Callable[[], Awaitable[None] | None]] = field(default_factory=list)
     """What to undo when the session goes: its approver, its MCP servers."""
+
+    def __post_init__(self) -> None:
+        self.mapping = SessionUpdates(self.agent, self.updates)
 
 
 class DshAcpAgent(AcpAgentBase):
@@ -164,6 +151,7 @@ class DshAcpAgent(AcpAgentBase):
         ctx = self._ctx
         capabilities = AgentCapabilities(
             load_session=ctx is not None and ctx.sessions is not None,
+            mcp_capabilities=McpCapabilities(http=True, sse=True),
             prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
             session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
             field_meta={"dsh": {"depthLimit": True}},
@@ -246,7 +234,7 @@ class DshAcpAgent(AcpAgentBase):
             agent.session.header.meta["cwd"] = cwd
             session = self._attach(agent)
         for event in session.agent.session.events:
-            for update in _replay(event):
+            for update in session.mapping.replay(event):
                 session.updates.put_nowait(update)
         await session.updates.join()
         return LoadSessionResponse()
@@ -295,7 +283,14 @@ class DshAcpAgent(AcpAgentBase):
             session.prompting = False
             session.last_used = time.monotonic()
         await session.updates.join()  # every update reaches the client before the answer
-        return _answer(agent.session.events, start, session)
+        answer = _answer(agent.session.events, start, session)
+        try:
+            agent.session.flush()  # a turn/end the disk refused: saved now, or the turn failed
+        except SessionError as exc:
+            raise RequestError(
+                TURN_FAILED, f"dsh turn error: {exc}", {"stopReason": "error", "error": str(exc)}
+            ) from None
+        return answer
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Cancel the session's running turn (it then answers ``cancelled``)."""
@@ -303,12 +298,16 @@ class DshAcpAgent(AcpAgentBase):
         if session is not None:
             session.agent.cancel("cancelled by the ACP client")
 
-    def cancel_request(self, method: str, params: Any) -> None:
-        """``$/cancel_request`` of an in-flight request: a prompt's turn is cancelled."""
+    def cancel_request(self, method: str, params: Any) -> bool:
+        """``$/cancel_request`` of an in-flight request: a prompt's turn is cancelled
+        (True: the prompt answers ``cancelled``); any other request is left to the
+        transport, which cancels it and answers -32800."""
         if method == "session/prompt" and isinstance(params, dict):
             session = self._sessions.get(str(params.get("sessionId")))
-            if session is not None:
+            if session is not None and session.prompting:
                 session.agent.cancel("the ACP client cancelled the request")
+                return True
+        return False
 
     def cancel_all(self, cause: str) -> None:
         """Cancel every running turn (the client went away, or a signal came)."""
@@ -332,48 +331,26 @@ class DshAcpAgent(AcpAgentBase):
         self._sessions[agent.id] = session
 
         def observe(event: Event) -> None:
-            for update in _live(agent, event, self._dsh_client):
+            for update in session.mapping.live(event, self._dsh_client):
                 session.updates.put_nowait(update)
 
         session.unobserve = agent.observe(observe)
-        session.pump = self._ctx.spawn(self._pump, agent.id, session)
+        session.pump = session.mapping.pump = self._ctx.spawn(self._pump, agent.id, session)
         if self._relay is not None:
-            session.relay = self._relay.watch(agent, lambda item: _relay_update(session, item))
+            session.relay = self._relay.watch(agent, session.mapping.relay)
+        session.closers.append(session.mapping.close)
         session.closers.append(
-            self._ctx.permissions.set_approver(self._approver(agent.id), agent=agent)
+            self._ctx.permissions.set_approver(self._approver(agent.id, session), agent=agent)
         )
         return session
 
-    def _approver(self, session_id: str) -> Any:
+    def _approver(self, session_id: str, session: _Session) -> Any:
         """Answers ``ask`` permissions of this session's agent (and its in-process
-        children) by asking the ACP client (``session/request_permission``)."""
+        children) by asking the ACP client (``session/request_permission``), once the
+        call's ``tool_call`` update is out."""
 
         async def ask(request: PermissionRequest) -> PermissionDecision:
-            kind = request.kind if request.kind in _TOOL_KINDS else "other"
-            try:
-                response = await self._conn.request_permission(
-                    session_id,
-                    ToolCallUpdate(
-                        tool_call_id=request.call_id,
-                        title=request.title,
-                        kind=kind,
-                        raw_input=dict(request.arguments) if request.arguments else None,
-                    ),
-                    _PERMISSION_OPTIONS,
-                )
-            except Exception as exc:  # the client cannot answer: fail closed
-                return PermissionDecision(
-                    False, f"the ACP client could not be asked for permission ({exc})"
-                )
-            outcome = response.outcome
-            if isinstance(outcome, AllowedOutcome):
-                if outcome.option_id == "allow_always":
-                    return PermissionDecision(True, always=True)
-                if outcome.option_id == "allow_once":
-                    return PermissionDecision(True)
-            return PermissionDecision(
-                False, f"the user did not allow {request.title} (ACP client answer)"
-            )
+            return await session.mapping.ask(self._conn, session_id, request)
 
         return ask
 
@@ -461,25 +438,6 @@ class DshAcpAgent(AcpAgentBase):
         self._sessions.clear()
 
 
-def _relay_update(session: _Session, item: SubagentProgress) -> None:
-    """A nested run's item as an update: its own ``tool_call`` named ``dsh-run-<id>``
-    (started at child_start, ended at child_end), the item in ``_meta.dsh.progress``."""
-    run_id = item.path[-1]
-    meta = {"dsh": {"progress": item.to_json()}}
-    if item.kind == "child_start":
-        title = item.label or item.provider or "subagent"
-        update: Update = start_tool_call(
-            _run_call_id(run_id), f"subagent: {title}", kind="other", status="in_progress"
-        )
-    elif item.kind == "child_end":
-        ok = item.stop_reason == "completed"
-        update = update_tool_call(_run_call_id(run_id), status="completed" if ok else "failed")
-    else:
-        update = update_tool_call(_run_call_id(run_id))
-    update.field_meta = meta
-    session.updates.put_nowait(update)
-
-
 async def _run_closers(session: _Session) -> None:
     closers, session.closers = session.closers, []
     for closer in reversed(closers):
@@ -491,22 +449,12 @@ async def _run_closers(session: _Session) -> None:
             _log.exception("closing part of session %s failed", session.agent.id)
 
 
-_TOOL_KINDS = frozenset(
-    ("read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other")
-)
-_PERMISSION_OPTIONS = [
-    PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-    PermissionOption(option_id="allow_always", name="Always allow", kind="allow_always"),
-    PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
-]
-
-
-def _run_call_id(run_id: str) -> str:
-    return f"dsh-run-{run_id}"
-
-
 def _not_configured(exc: BaseException) -> RequestError:
     message = str(exc) or type(exc).__name__
+    if isinstance(exc, NoModelError):  # an editor's user fixes it in the editor's settings
+        from dsh.cli._models import EDITOR_NO_MODEL_HELP
+
+        message = EDITOR_NO_MODEL_HELP
     return RequestError(
         NOT_CONFIGURED, f"dsh acp cannot start a session: {message}", {"details": message}
     )
@@ -548,84 +496,6 @@ def _to_dsh_blocks(prompt: Sequence[PromptBlock]) -> list[dict[str, Any]]:
     if not blocks:
         raise RequestError.invalid_params({"details": "the prompt is empty"})
     return blocks
-
-
-def _message_id(seq: int) -> str:
-    return f"m{seq}"
-
-
-def _live(agent: DshAgent, event: Event, dsh_client: bool) -> list[Update]:
-    """Updates for an event of a running turn."""
-    if event.seq == -1:
-        if event.type == "assistant/delta":
-            text = event.data.get("text")
-            if text:
-                # the assistant/message these deltas build will get the next seq
-                update = update_agent_message_text(str(text))
-                update.message_id = _message_id(len(agent.session))
-                return [update]
-        return []
-    if event.type in ("tool/call", "tool/result"):
-        return _replay(event)
-    if dsh_client and event.type == "assistant/message" and event.data.get("usage"):
-        return [_usage_update(agent)]
-    return []
-
-
-def _usage_update(agent: DshAgent) -> UsageUpdate:
-    """The turn's running usage, for a dsh client (``_meta.dsh.usage``)."""
-    events = agent.session.events
-    own = turn_usage(events, _turn_start(events))
-    return UsageUpdate(
-        session_update="usage_update",
-        used=own.total_tokens,
-        size=0,
-        field_meta={"dsh": {"usage": own.to_json()}},
-    )
-
-
-def _replay(event: Event) -> list[Update]:
-    """Updates that replay a stored event."""
-    data = event.data
-    if event.type == "user/message":
-        text = text_of(data.get("content"))
-        return [update_user_message_text(text)] if text else []
-    if event.type == "assistant/message":
-        text = text_of(data.get("content"))
-        if not text:
-            return []
-        update = update_agent_message_text(text)
-        update.message_id = _message_id(event.seq)
-        return [update]
-    if event.type == "tool/call":
-        name = str(data.get("name", "tool"))
-        return [
-            start_tool_call(
-                str(data.get("id")),
-                name,
-                kind="other",
-                status="pending",
-                raw_input=data.get("arguments"),
-            )
-        ]
-    if event.type == "tool/result":
-        failed = bool(data.get("is_error"))
-        content = text_of(data.get("content"))
-        return [
-            update_tool_call(
-                str(data.get("call_id")),
-                status="failed" if failed else "completed",
-                content=[tool_content(text_block(content))] if content else None,
-            )
-        ]
-    return []
-
-
-def _turn_start(events: Sequence[Event]) -> int:
-    for index in range(len(events) - 1, -1, -1):
-        if events[index].type == "turn/start":
-            return index
-    return 0
 
 
 def _answer(events: Sequence[Event], start: int, session: _Session) -> PromptResponse:

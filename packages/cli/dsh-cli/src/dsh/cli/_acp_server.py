@@ -1,7 +1,7 @@
 """``dsh acp``: serve a dsh agent over ACP on stdio.
 
-The agent comes from the preset (``--preset``, else ``./dsh.toml``, else the
-standard preset); each ACP session is a fresh agent of that preset (see
+The agent comes from the preset (``--preset``, else ``./dsh.toml`` once trusted or
+with ``--trust``, else the standard preset); each ACP session is a fresh agent of that preset (see
 :mod:`dsh.cli._acp_agent`). With a sessions directory (``--sessions-dir`` or the
 preset's ``[agent] sessions_dir``) sessions persist as JSONL and
 ``session/load`` works.
@@ -32,11 +32,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dsh.cli._interrupt import Interrupt
     from dsh.core import Preset
 
 __all__ = ["acp_command"]
@@ -45,26 +45,29 @@ _STDIN_LIMIT = 64 * 1024 * 1024
 
 
 def acp_command(args: argparse.Namespace) -> int:
-    """Serve until the client closes stdin (or a signal). Exit status 0, 143 on SIGTERM."""
+    """Serve until the client closes stdin (or a signal). Exit status 0; 128 + the signal
+    on SIGINT, SIGTERM or SIGHUP (130, 143, 129)."""
     from dsh.cli._presets import resolve_preset
-    from dsh.core import PresetError
+    from dsh.core import TRACING_SWITCH_ENV, PresetError, UntrustedPresetError
 
+    if args.otel:  # the switch: every context opened here traces (and children inherit it)
+        os.environ[TRACING_SWITCH_ENV] = "1"
     preset: Preset | None = None
     problem: str | None = None
     try:
-        preset = resolve_preset(args.preset)
+        preset = resolve_preset(args.preset, trust=args.trust)
+    except UntrustedPresetError as exc:  # nothing of it ran: say how to trust it
+        problem = (
+            f"{exc} An editor that starts dsh acp: run the dsh trust command above in a"
+            " terminal, or add \"--trust\" to the agent's args in the editor's settings."
+        )
     except (PresetError, OSError) as exc:
         problem = str(exc)
     if preset is not None:
-        from dsh.cli._models import with_env_model
+        from dsh.cli._models import EDITOR_NO_MODEL_HELP, env_model_for
 
-        preset, _found = with_env_model(preset, os.environ)  # as `dsh run`: the model env
-    if preset is not None and preset.agent.model is None:
-        problem = (
-            f"no model is configured in {preset.source}; add an [agent.model] table to the"
-            ' preset (e.g. adapter = "openai", model = "deepseek-chat") or set DEEPSEEK_API_KEY'
-            " / OPENAI_API_KEY for the standard preset"
-        )
+        if preset.agent.model is None and env_model_for(preset) is None:  # as `dsh run`
+            problem = f"{preset.source}: {EDITOR_NO_MODEL_HELP}"
     protocol_in, protocol_out = _claim_stdio()
     import logging
 
@@ -77,7 +80,13 @@ def acp_command(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         session_idle=args.session_idle,
     )
-    return asyncio.run(_serve(preset, problem, options, protocol_in, protocol_out))
+    from dsh.cli._interrupt import Interrupt
+
+    # SIGINT, SIGTERM, SIGHUP: the first ends the input (below); a second one, or the
+    # shutdown taking over a second, ends the process whatever the loop is doing.
+    interrupt = Interrupt(message="dsh acp: interrupted")
+    with interrupt.installed():
+        return asyncio.run(_serve(preset, problem, options, protocol_in, protocol_out, interrupt))
 
 
 class _Options:
@@ -180,14 +189,18 @@ class _FileWriteTransport(asyncio.WriteTransport):
 
 
 async def _serve(
-    preset: Preset | None, problem: str | None, options: _Options, protocol_in: int, out: int
+    preset: Preset | None,
+    problem: str | None,
+    options: _Options,
+    protocol_in: int,
+    out: int,
+    interrupt: Interrupt,
 ) -> int:
     from dsh.acp import serve
     from dsh.cli._acp_agent import DshAcpAgent
     from dsh.core import Context
 
     reader, writer = await _streams(protocol_in, out)
-    loop = asyncio.get_running_loop()
     received: list[int] = []
 
     def on_signal(number: int) -> None:
@@ -195,8 +208,8 @@ async def _serve(
         received.append(number)
         reader.feed_eof()
 
-    for number in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(number, on_signal, number)
+    signals = interrupt.calling(on_signal)
+    signals.__enter__()
     session = _Serving(
         serve, reader, writer, options, cancel_at_end=_pollable(protocol_in), received=received
     )
@@ -226,8 +239,7 @@ async def _serve(
                 )
                 await session.run(DshAcpAgent(None, problem=str(exc)))
     finally:
-        for number in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(number)
+        signals.__exit__(None, None, None)
         writer.close()
     return 128 + received[0] if received else 0
 
@@ -255,9 +267,14 @@ class _Serving:
 
     async def run(self, agent: Any) -> None:
         self.started = True
+        lost: list[bool] = []
+
+        def output_lost() -> None:  # the client stopped reading: nobody gets the answers
+            lost.append(True)
+            agent.cancel_all("the ACP client stopped reading")
 
         async def at_end() -> None:
-            if self._cancel_at_end or self._received:
+            if self._cancel_at_end or self._received or lost:
                 agent.cancel_all("the ACP client went away")  # answers have nowhere to go
             await _drain_requests(_EOF_DRAIN_SECONDS)
 
@@ -268,6 +285,7 @@ class _Serving:
             max_line_bytes=self._options.max_line_bytes,
             on_cancel_request=getattr(agent, "cancel_request", None),
             at_end_of_input=at_end,
+            on_output_lost=output_lost,
         )
 
 

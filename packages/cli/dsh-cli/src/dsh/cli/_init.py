@@ -1,4 +1,5 @@
-"""``dsh init``: write a commented ``dsh.toml`` that extends the standard preset."""
+"""``dsh init``: write a commented ``dsh.toml`` that extends the standard preset, and
+record it as trusted as written (workspace trust: an edit asks again)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ extends = "standard"
 # read_file = "allow"
 # shell = "ask"
 
+# The sandbox every tool process runs in (bubblewrap; docs/security.md): the working
+# directory writable, the rest read-only, .git/.dsh/this file protected, no network.
+# [sandbox]
+# mode = "workspace-write"         # "read-only", or "off" (no sandbox: only if you must)
+# network = false
+# writable_roots = []              # more absolute directories to make writable
+
 # Switch off a standard row by its id:
 # [[plugin]]
 # id = "tool-subagent-fork"
@@ -73,5 +81,11 @@ def init_command(args: argparse.Namespace) -> int:
         return 2
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(TEMPLATE)
+    from dsh.core import trust_preset
+
+    try:  # you wrote it: trusted as written (an edit asks again, as for any file)
+        trust_preset(path)
+    except OSError as exc:
+        print(f"dsh init: could not record trust for {path}: {exc}", file=sys.stderr)
     print(f'wrote {path} (extends the standard preset; edit it, then: dsh run "your task")')
     return 0

@@ -12,19 +12,25 @@ from dsh.cli._commands import LoadedCommand, discover, load
 
 __all__ = ["BUILTIN_COMMANDS", "build_parser", "main"]
 
-BUILTIN_COMMANDS = {"run", "demo", "acp", "presets", "init"}
+BUILTIN_COMMANDS = {"run", "demo", "acp", "presets", "init", "trust"}
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``dsh`` argument parser (with the ``dsh.commands`` subcommands that ``argv``
     needs: the one it names, or all of them when it names none)."""
-    from dsh.core.argtypes import positive_float, positive_int
+    from dsh.core.argtypes import (
+        add_otel_argument,
+        add_trust_argument,
+        positive_float,
+        positive_int,
+    )
 
     parser = argparse.ArgumentParser(
         prog="dsh",
         description="dsh: agents that delegate to subagents.",
         epilog="Exit status: 0 done, 1 the agent's turn did not complete, 2 usage or"
-        " configuration error, 130 interrupted (Ctrl-C). See docs/cli.md.",
+        " configuration error, 3 done with failures (a refused tool call, a delegation"
+        " that failed or could not start), 130 interrupted (Ctrl-C). See docs/cli.md.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -50,6 +56,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     acp.add_argument(
         "--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)"
     )
+    add_trust_argument(acp)
+    add_otel_argument(acp)
     acp.add_argument(
         "--max-line-bytes",
         type=positive_int,
@@ -83,6 +91,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "path", nargs="?", default="dsh.toml", help="where to write it (default: ./dsh.toml)"
     )
 
+    from dsh.cli._trust_command import add_trust_arguments
+
+    add_trust_arguments(
+        sub.add_parser(
+            "trust", help="trust a project's dsh.toml after showing what it would run or reach"
+        )
+    )
+
     for loaded in _external_commands(argv):
         help_text = loaded.command.help if loaded.command else f"(unavailable: {loaded.problem})"
         command_parser = sub.add_parser(loaded.name, help=help_text)
@@ -104,6 +120,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def add_run_arguments(run: argparse.ArgumentParser) -> None:
     """The options of ``dsh run``."""
+    from dsh.core.argtypes import add_trust_argument
+
     run.add_argument("task", help="what the agent should do")
     run.add_argument(
         "--preset",
@@ -118,6 +136,7 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         " default: the current directory",
     )
     run.add_argument("--sessions-dir", metavar="DIR", help="persist sessions as JSONL here")
+    add_trust_argument(run)
     run.add_argument(
         "-y",
         "--yes",
@@ -187,6 +206,10 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from dsh.cli._presets import presets_command
 
         return presets_command(args)
+    if args.command == "trust":
+        from dsh.cli._trust_command import trust_command
+
+        return trust_command(args)
     if args.command == "init":
         from dsh.cli._init import init_command
 

@@ -1,93 +1,34 @@
-"""A model from the environment, for presets that configure none.
+"""The model of a preset that configures none, as the commands say it.
 
-When the preset has no ``[agent.model]``, ``dsh run`` takes the first of these that
-is set (the ``openai`` adapter of dsh-llm-openai in every case):
-
-1. ``OPENAI_BASE_URL`` — an OpenAI-compatible server you point at (vLLM, Ollama,
-   llama.cpp, a proxy, OpenAI itself): the key from ``OPENAI_API_KEY`` if set (else
-   none is sent), the model from ``OPENAI_MODEL`` (default ``gpt-4o-mini``);
-2. ``DEEPSEEK_API_KEY`` — DeepSeek at ``https://api.deepseek.com``, the model from
-   ``DEEPSEEK_MODEL`` (default ``deepseek-chat``);
-3. ``OPENAI_API_KEY`` — OpenAI at ``https://api.openai.com/v1``, the model from
-   ``OPENAI_MODEL`` (default ``gpt-4o-mini``).
-
-A preset's own ``[agent.model]`` always wins; the environment is never consulted then.
+The rule lives in dsh-core (:func:`dsh.core.model_from_env`) and the context applies
+it (:meth:`dsh.core.Context.default_model`), so ``dsh run``, ``dsh acp`` and Python's
+``Context.open(...)`` pick the same model. Here: which model a command will use, for
+its notice (``dsh: model deepseek-chat at https://api.deepseek.com (DEEPSEEK_API_KEY is
+set)``), and what ``dsh acp`` tells an editor when there is none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from dsh.core import ModelConfig, Preset
+from dsh.core import EnvModel, Preset, model_from_env
 
-__all__ = ["EnvModel", "model_from_env", "with_env_model"]
+__all__ = ["EDITOR_NO_MODEL_HELP", "EnvModel", "env_model_for"]
 
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-DEFAULT_DEEPSEEK_MODEL = "deepseek-chat"
-OPENAI_URL = "https://api.openai.com/v1"
-DEEPSEEK_URL = "https://api.deepseek.com"
-
-
-@dataclass(frozen=True, slots=True)
-class EnvModel:
-    """The model picked from the environment, and why (for the user)."""
-
-    config: ModelConfig
-    reason: str
-
-    def describe(self) -> str:
-        """``model deepseek-chat at https://api.deepseek.com (DEEPSEEK_API_KEY is set)``."""
-        base_url = self.config.options.get("base_url", "")
-        return f"model {self.config.model} at {base_url} ({self.reason})"
+EDITOR_NO_MODEL_HELP = (
+    "no model is configured. Give the agent server an `env` block in the editor's"
+    ' settings (Zed: "agent_servers" -> "dsh" -> "env" in settings.json) with'
+    " OPENAI_BASE_URL and OPENAI_API_KEY for any OpenAI-compatible server"
+    " (OPENAI_MODEL for the model), or DEEPSEEK_API_KEY, or OPENAI_API_KEY, e.g."
+    ' "env": { "DEEPSEEK_API_KEY": "sk-..." }; then restart the agent. Or add an'
+    " [agent.model] table to the preset. See docs/zed.md."
+)
+"""``dsh acp``'s answer to ``session/new`` without a model: the fix is in the editor."""
 
 
-def _set(env: Mapping[str, str], name: str) -> str:
-    return env.get(name, "").strip()
-
-
-def model_from_env(env: Mapping[str, str]) -> EnvModel | None:
-    """The model the environment names (see the module's order), or None."""
-    base_url = _set(env, "OPENAI_BASE_URL")
-    if base_url:
-        return EnvModel(
-            ModelConfig(
-                adapter="openai",
-                model=_set(env, "OPENAI_MODEL") or DEFAULT_OPENAI_MODEL,
-                options={
-                    "base_url": base_url,
-                    "api_key_env": "OPENAI_API_KEY" if _set(env, "OPENAI_API_KEY") else "",
-                },
-            ),
-            "OPENAI_BASE_URL is set",
-        )
-    if _set(env, "DEEPSEEK_API_KEY"):
-        return EnvModel(
-            ModelConfig(
-                adapter="openai",
-                model=_set(env, "DEEPSEEK_MODEL") or DEFAULT_DEEPSEEK_MODEL,
-                options={"base_url": DEEPSEEK_URL, "api_key_env": "DEEPSEEK_API_KEY"},
-            ),
-            "DEEPSEEK_API_KEY is set",
-        )
-    if _set(env, "OPENAI_API_KEY"):
-        return EnvModel(
-            ModelConfig(
-                adapter="openai",
-                model=_set(env, "OPENAI_MODEL") or DEFAULT_OPENAI_MODEL,
-                options={"base_url": OPENAI_URL, "api_key_env": "OPENAI_API_KEY"},
-            ),
-            "OPENAI_API_KEY is set",
-        )
-    return None
-
-
-def with_env_model(preset: Preset, env: Mapping[str, str]) -> tuple[Preset, EnvModel | None]:
-    """``preset`` with the environment's model as ``[agent.model]`` when it has none."""
+def env_model_for(preset: Preset, environ: Mapping[str, str] | None = None) -> EnvModel | None:
+    """The model the environment gives ``preset`` (None when the preset names its own,
+    or the environment names none): what the context will use."""
     if preset.agent.model is not None:
-        return preset, None
-    found = model_from_env(env)
-    if found is None:
-        return preset, None
-    agent = preset.agent.model_copy(update={"model": found.config})
-    return preset.model_copy(update={"agent": agent}), found
+        return None
+    return model_from_env(environ)

@@ -63,11 +63,13 @@ def shipped_preset(name: str) -> Preset:
     return load_named_preset(name)
 
 
-def resolve_preset(value: str | None, cwd: Path | None = None) -> Preset:
+def resolve_preset(value: str | None, cwd: Path | None = None, *, trust: bool = False) -> Preset:
     """``--preset`` as given: an existing file, else a named preset; without one,
     ``dsh.toml`` in ``cwd`` (default: the current directory) if present, else the
-    standard preset. Raises :class:`PresetError` saying what was looked for."""
-    return find_preset(value, cwd=cwd) or shipped_preset("standard")
+    standard preset. Raises :class:`PresetError` saying what was looked for, and
+    :class:`~dsh.core.UntrustedPresetError` for a ``dsh.toml`` found in ``cwd`` that is
+    not trusted (unless ``trust``: ``--trust``)."""
+    return find_preset(value, cwd=cwd, trust=trust) or shipped_preset("standard")
 
 
 def presets_command(args: argparse.Namespace) -> int:

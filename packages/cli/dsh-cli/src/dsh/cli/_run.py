@@ -2,13 +2,16 @@
 the answer and what it cost.
 
 Exit status: 0 when the lead's (last) turn completed, 1 when it ended otherwise, 2 for
-a usage or configuration error, 130 on Ctrl-C (143 on SIGTERM).
+a usage or configuration error (an untrusted ``./dsh.toml`` without a terminal to ask
+on included), 3 when it completed with failures along the way (a tool call the
+permissions refused, a delegation that failed or could not start), 130 on Ctrl-C (143
+on SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -16,13 +19,27 @@ from pathlib import Path
 import anyio
 
 from dsh.cli._interrupt import Interrupt
-from dsh.cli._models import EnvModel, with_env_model
+from dsh.cli._models import EnvModel, env_model_for
 from dsh.cli._presets import resolve_preset
+from dsh.cli._safe_text import strip_controls
 from dsh.cli._view import RunView
 from dsh.cli._watch import choose_view, summarize, watch
-from dsh.core import Agent, Context, DshError, Preset, PresetError, TurnOutcome
+from dsh.core import (
+    Agent,
+    Context,
+    DshError,
+    Preset,
+    PresetError,
+    SessionError,
+    TurnOutcome,
+    UntrustedPresetError,
+)
 
-__all__ = ["check_cwd", "run_command"]
+__all__ = ["FINISHED_WITH_FAILURES", "check_cwd", "run_command"]
+
+FINISHED_WITH_FAILURES = 3
+"""Exit status of a run whose turn completed although a tool call was refused or a
+delegation failed or could not start on the way."""
 
 NO_MODEL = """\
 dsh run: no model is configured in {source}, and the environment names none.
@@ -45,7 +62,7 @@ or try the offline delegation demo, which needs no model:  dsh demo"""
 
 
 def _fail(message: str) -> int:
-    print(f"dsh run: {message}", file=sys.stderr)
+    print(f"dsh run: {strip_controls(message)}", file=sys.stderr)
     return 2
 
 
@@ -68,18 +85,39 @@ def run_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     try:
-        preset = resolve_preset(args.preset, cwd)
+        preset = _trusted_preset(args, cwd)
     except (PresetError, OSError) as exc:
         return _fail(str(exc))
-    preset, env_model = with_env_model(preset, os.environ)
-    if preset.agent.model is None:
+    if preset is None:
+        return _fail("the preset was not trusted: nothing was run")
+    env_model = env_model_for(preset)  # the context picks the same (Context.default_model)
+    if preset.agent.model is None and env_model is None:
         print(NO_MODEL.format(source=preset.source), file=sys.stderr)
         return 2
     view = choose_view(json_lines=args.json)
+    interrupt = Interrupt()
     try:
-        return anyio.run(_run, args, preset, cwd, env_model, view)
+        with interrupt.installed():  # from here to the end: signals, see _interrupt
+            return anyio.run(_run, args, preset, cwd, env_model, view, interrupt)
     finally:
-        view.close()
+        with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP)
+            view.close()
+
+
+def _trusted_preset(args: argparse.Namespace, cwd: Path | None) -> Preset | None:
+    """The preset; a ``dsh.toml`` found in the working directory that is not trusted is
+    shown and asked about on a terminal (``None``: the answer was no), refused without
+    one (:class:`~dsh.core.UntrustedPresetError` says how to trust it)."""
+    try:
+        return resolve_preset(args.preset, cwd, trust=args.trust)
+    except UntrustedPresetError as exc:
+        if not sys.stdin.isatty():
+            raise
+        from dsh.cli._trust_command import ask_to_trust
+
+        if not ask_to_trust(exc):
+            return None
+    return resolve_preset(args.preset, cwd)  # checked again: changed since shown, refused
 
 
 async def _run(
@@ -88,9 +126,10 @@ async def _run(
     cwd: Path | None,
     env_model: EnvModel | None,
     view: RunView,
+    interrupt: Interrupt,
 ) -> int:
-    interrupt = Interrupt()
     outcome: TurnOutcome | None = None
+    problems: str | None = None
     try:
         async with Context.open(preset, cwd=cwd, sessions_dir=args.sessions_dir) as ctx:
             if args.yes:
@@ -108,29 +147,40 @@ async def _run(
                 await lead.run(args.task)
                 await _settle_jobs(ctx, lead, view, detach=args.detach)
             outcome = _last_outcome(lead)
+            if outcome is not None and outcome.stop_reason == "completed":
+                lead.session.flush()  # a turn/end the disk refused: saved now, or SessionError
             if interrupt.signal is not None:
-                view.interrupted()
+                with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP)
+                    view.interrupted(summarize(ctx, lead, outcome))
             else:
                 view.finish(summarize(ctx, lead, outcome))
+                problems = view.problems()
             unwatch()
             view.close()
             if args.verbose:
                 for event in lead.session.events:
                     print(f"{event.seq:4} {event.type:20} {dict(event.data)}", file=sys.stderr)
+    except SessionError as exc:  # the disk refused the session (full): not a usage error
+        view.close()
+        _fail(str(exc))
+        return 1
     except DshError as exc:
         view.close()
         return _fail(_explain(exc, preset))
     if interrupt.signal == signal.SIGPIPE:
         return interrupt.exit_status  # the reader went away (| head): nothing to say
     if interrupt.signal is not None:
-        print("dsh: interrupted", file=sys.stderr)
+        interrupt.announce()
         return interrupt.exit_status
     if outcome is None:
         return _fail("the lead ended no turn")
     if outcome.stop_reason != "completed":
-        detail = f": {outcome.error}" if outcome.error else ""
+        detail = f": {strip_controls(outcome.error)}" if outcome.error else ""
         print(f"dsh run: turn ended {outcome.stop_reason}{detail}", file=sys.stderr)
         return 1
+    if problems is not None:
+        print(f"dsh run: finished with failures: {problems}", file=sys.stderr)
+        return FINISHED_WITH_FAILURES
     return 0
 
 
@@ -138,13 +188,7 @@ def _explain(exc: DshError, preset: Preset) -> str:
     text = str(exc)
     model = preset.agent.model
     if model is not None and f'no LLM adapter named "{model.adapter}"' in text:
-        text = f"[agent.model] of {preset.source}: {text}"
-        if model.adapter == "openai":
-            text += (
-                '; the "openai" adapter comes with the dsh-llm-openai plugin: add'
-                ' extends = "standard" to the preset, or a [[plugin]] row with'
-                ' name = "dsh-llm-openai"'
-            )
+        text = f"[agent.model] of {preset.source}: {text}"  # the core says how to fix it
     return text
 
 

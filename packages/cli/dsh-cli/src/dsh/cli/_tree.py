@@ -16,19 +16,27 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dsh.cli._safe_text import strip_controls
 from dsh.subagent import SubagentProgress, SubagentUsage
 
 __all__ = [
+    "NOT_STARTED",
     "DelegationTree",
     "Node",
     "NodeState",
     "describe_call",
+    "format_cost",
     "format_elapsed",
     "format_usage",
     "short_id",
 ]
 
 NodeState = Literal["queued", "running", "done"]
+
+_NOT_FAILED = ("completed", "aborted", "interrupted")
+
+NOT_STARTED = "not started"
+"""The stop reason of a delegation that could not start."""
 
 _EXCERPT = 240
 
@@ -54,7 +62,16 @@ class Node:
     queue_position: int | None = None
     remote: bool = False
     """Known only through a remote child's progress (a run in another process)."""
+    refused: list[str] = field(default_factory=list)
+    """The tools whose calls the permission policy refused it, in order."""
     children: list[Node] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """Ended otherwise than ``completed``: ``error``, ``max-tokens``, ``refusal``,
+        ``not started``... (a run cancelled on purpose, ``aborted``, or stopped by
+        Ctrl-C, ``interrupted``, is not a failure)."""
+        return self.state == "done" and self.stop_reason not in _NOT_FAILED
 
     def elapsed(self, now: float | None = None) -> float:
         """Seconds from start to end (or to ``now`` while it runs)."""
@@ -63,9 +80,9 @@ class Node:
 
     @property
     def title(self) -> str:
-        """``[provider] "label"``."""
+        """``[provider] "label"``, safe for a terminal (control sequences removed)."""
         label = f' "{self.label}"' if self.label else ""
-        return f"[{self.provider}]{label}"
+        return strip_controls(f"[{self.provider}]{label}")
 
     def walk(self) -> Iterator[Node]:
         """This node and every node below it, depth first."""
@@ -132,6 +149,25 @@ class DelegationTree:
         diagnostic = data.get("diagnostic")
         self._finish(node, str(data.get("stop_reason") or "error"), diagnostic)
         return node
+
+    def not_started(
+        self, parent: Node | None, key: str, provider: str, label: str | None, why: str
+    ) -> Node:
+        """A delegation that could not start (the tool said so; no run exists): a node
+        ended ``not started`` under ``parent`` (None: the lead), keyed by ``key``."""
+        node = self.nodes.get(key)
+        if node is None:
+            depth = parent.depth + 1 if parent is not None else 1
+            node = Node(key, provider, label, depth, self.clock())
+            self._attach(node, parent)
+        self._finish(node, NOT_STARTED, why)
+        return node
+
+    def interrupt(self) -> None:
+        """The run was interrupted: every delegation not ended ends ``interrupted``."""
+        for node in self.walk():
+            if node.state != "done":
+                self._finish(node, "interrupted", None)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -227,11 +263,10 @@ class DelegationTree:
 
 def describe_call(item: SubagentProgress) -> str:
     """A tool call in a few words: its title, or its name and first string argument
-    (``shell: pytest -q``)."""
-    name = item.name or "tool"
-    title = item.title or name
-    if title != name:
-        return _one_line(title)
+    (``shell: pytest -q``); one line, safe for a terminal."""
+    name = _one_line(item.name or "tool")
+    if item.title and item.title != (item.name or "tool"):
+        return _one_line(item.title)
     if isinstance(item.arguments, Mapping):
         for value in item.arguments.values():
             if isinstance(value, str) and value.strip():
@@ -240,7 +275,7 @@ def describe_call(item: SubagentProgress) -> str:
 
 
 def _one_line(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(strip_controls(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -274,5 +309,13 @@ def format_usage(usage: SubagentUsage | None, *, short: bool = False) -> str:
             text += f" ({usage.input_tokens:,} in / {usage.output_tokens:,} out)"
         parts.append(text)
     if usage.cost_usd is not None:
-        parts.append(f"${usage.cost_usd:.4f}")
+        parts.append(format_cost(usage.cost_usd))
     return ", ".join(parts)
+
+
+def format_cost(dollars: float) -> str:
+    """``$0.0312``; small amounts to the millionth (``$0.000031``), so a cheap call is
+    not shown as ``$0.0000``."""
+    if dollars == 0:
+        return "$0"
+    return f"${dollars:.6f}" if dollars < 0.001 else f"${dollars:.4f}"

@@ -9,6 +9,7 @@ from dsh.core._agents import AgentRegistry
 from dsh.core._content import Content, ContentBlock, as_blocks, text_block, text_of
 from dsh.core._context import Context
 from dsh.core._effects import AsyncDisposer, Disposer, EffectScope
+from dsh.core._env_model import EnvModel, NoModelError, model_from_env
 from dsh.core._errors import ConfigError, DshError
 from dsh.core._events import ANY, BusEvent, EventBus
 from dsh.core._gc import tune_gc
@@ -38,6 +39,7 @@ from dsh.core._llm import (
     Usage,
 )
 from dsh.core._permissions import (
+    PERMISSION_REFUSED,
     Approver,
     PermissionDecision,
     PermissionPolicy,
@@ -58,6 +60,15 @@ from dsh.core._presets import (
     parse_preset,
 )
 from dsh.core._prompt import PromptSections
+from dsh.core._redact import redact_urls
+from dsh.core._sandbox import (
+    PROTECTED_NAMES,
+    SANDBOX_ENV,
+    SandboxConfig,
+    SandboxError,
+    SandboxMode,
+    SandboxPolicy,
+)
 from dsh.core._scripted import (
     ScriptedAdapter,
     ScriptedModelOptions,
@@ -75,6 +86,7 @@ from dsh.core._session import (
     new_session_id,
 )
 from dsh.core._signals import Aborted, AbortSignal
+from dsh.core._stop_signals import STOP_SIGNALS, on_stop_signals
 from dsh.core._tools import (
     AgentTools,
     Tool,
@@ -86,13 +98,35 @@ from dsh.core._tools import (
     TurnBlocked,
     tool,
 )
-from dsh.core._tracing import NO_TRACING, TracedCall, Tracing, install_tracing
+from dsh.core._tracing import (
+    NO_TRACING,
+    TRACING_SWITCH_ENV,
+    TracedCall,
+    Tracing,
+    install_tracing,
+    tracing_switched_on,
+)
+from dsh.core._trust import (
+    TrustedPreset,
+    UntrustedPresetError,
+    check_trust,
+    preset_reach,
+    revoke_trust,
+    trust_preset,
+    trust_store_path,
+    trusted_presets,
+)
 from dsh.core._validation import validation_problems
 
 __all__ = [
     "ANY",
     "MAX_RUNNING_PER_OWNER",
     "NO_TRACING",
+    "PERMISSION_REFUSED",
+    "PROTECTED_NAMES",
+    "SANDBOX_ENV",
+    "STOP_SIGNALS",
+    "TRACING_SWITCH_ENV",
     "AbortSignal",
     "Aborted",
     "Agent",
@@ -111,6 +145,7 @@ __all__ = [
     "Disposer",
     "DshError",
     "EffectScope",
+    "EnvModel",
     "Event",
     "EventBus",
     "Job",
@@ -130,6 +165,7 @@ __all__ = [
     "ModelStopReason",
     "ModelStreamEvent",
     "NoConfig",
+    "NoModelError",
     "PermissionDecision",
     "PermissionPolicy",
     "PermissionRequest",
@@ -142,6 +178,10 @@ __all__ = [
     "Preset",
     "PresetError",
     "PromptSections",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxMode",
+    "SandboxPolicy",
     "ScriptedAdapter",
     "ScriptedModelOptions",
     "ScriptedReply",
@@ -163,22 +203,34 @@ __all__ = [
     "TornTail",
     "TracedCall",
     "Tracing",
+    "TrustedPreset",
     "TurnBlocked",
     "TurnOutcome",
+    "UntrustedPresetError",
     "Usage",
     "as_blocks",
+    "check_trust",
     "describe_job",
     "find_preset",
     "install_tracing",
     "last_output",
     "load_named_preset",
     "load_preset",
+    "model_from_env",
     "named_presets",
     "new_session_id",
+    "on_stop_signals",
     "parse_preset",
+    "preset_reach",
+    "redact_urls",
+    "revoke_trust",
     "text_block",
     "text_of",
     "tool",
+    "tracing_switched_on",
+    "trust_preset",
+    "trust_store_path",
+    "trusted_presets",
     "tune_gc",
     "validation_problems",
 ]

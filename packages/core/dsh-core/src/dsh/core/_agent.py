@@ -22,6 +22,7 @@ quiescent. The turn itself is in :mod:`dsh.core._turn`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,7 +34,8 @@ from dsh.core._content import Content, as_blocks
 from dsh.core._effects import Disposer
 from dsh.core._llm import BoundModel
 from dsh.core._prompt import PromptSections
-from dsh.core._session import Event, Session
+from dsh.core._sandbox import SandboxPolicy
+from dsh.core._session import Event, Session, SessionError
 from dsh.core._signals import AbortSignal
 from dsh.core._tools import AgentTools
 from dsh.core._turn import StopReason, TurnOutcome, last_output, run_turn
@@ -77,6 +79,7 @@ class Agent:
         "model",
         "parent_id",
         "prompt",
+        "sandbox",
         "session",
         "tools",
         "turns",
@@ -93,8 +96,11 @@ class Agent:
         parent_id: str | None = None,
         label: str | None = None,
         max_steps: int = 50,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.ctx = ctx
+        self.sandbox = sandbox if sandbox is not None else ctx.sandbox
+        """How far this agent's tool processes reach: its parent's policy, narrowed."""
         self.session = session
         self.model = model
         self.prompt = prompt
@@ -187,7 +193,13 @@ class Agent:
         return self._append(type, data)
 
     def _append(self, type: str, data: Mapping[str, Any]) -> Event:
-        event = self.session.append(type, data)
+        try:
+            event = self.session.append(type, data)
+        except SessionError:
+            # not saved (the disk refused it) but in the log: observers see it all the same
+            if self._observers:
+                self._notify(self._observers, self.session.events[-1])
+            raise
         if self._observers:
             self._notify(self._observers, event)
         return event
@@ -427,7 +439,8 @@ class Agent:
         promoted: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
         for blocks, extra in pending:
             if extra.get("kind") == "inject":
-                self._append("user/message", {"content": blocks, **extra})
+                with contextlib.suppress(SessionError):  # in the log; the next write saves it
+                    self._append("user/message", {"content": blocks, **extra})
             else:
                 promoted.append((blocks, extra))
         if promoted:

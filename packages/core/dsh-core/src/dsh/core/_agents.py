@@ -10,6 +10,7 @@ from dsh.core._agent import Agent
 from dsh.core._errors import ConfigError
 from dsh.core._llm import BoundModel, ModelConfig
 from dsh.core._prompt import PromptSections
+from dsh.core._sandbox import SandboxConfig, SandboxPolicy
 from dsh.core._session import Event, Session, SessionError, SessionHeader, new_session_id
 from dsh.core._tools import AgentTools, ToolView
 
@@ -17,18 +18,6 @@ if TYPE_CHECKING:
     from dsh.core._context import Context
 
 __all__ = ["AgentRegistry", "ConfigError"]
-
-
-NO_MODEL_HELP = (
-    "no model is configured. Add one to your preset, for example:\n"
-    "\n"
-    "  [agent.model]\n"
-    '  adapter = "openai"            # needs the dsh-llm-openai plugin row\n'
-    '  model = "deepseek-chat"\n'
-    "\n"
-    "(base URL https://api.deepseek.com by default; the key is read from DEEPSEEK_API_KEY),\n"
-    'or use adapter = "scripted" for an offline scripted model.'
-)
 
 
 class AgentRegistry:
@@ -53,6 +42,7 @@ class AgentRegistry:
         persist: bool | None = None,
         session_id: str | None = None,
         prompt: PromptSections | None = None,
+        sandbox: SandboxConfig | SandboxPolicy | None = None,
     ) -> Agent:
         """Create an agent with a new session.
 
@@ -61,9 +51,13 @@ class AgentRegistry:
         starts the log with existing events, shared by reference. ``persist``
         defaults to whether the context has a session store. ``prompt`` is the base
         of the system prompt (default: the deployment's sections); ``persona``
-        replaces its persona section.
+        replaces its persona section. ``sandbox`` narrows the parent's sandbox policy
+        (or the context's, for a root agent); asking for more raises
+        :class:`~dsh.core.SandboxError`.
         """
         ctx = self._ctx
+        ceiling = parent.sandbox if parent is not None else ctx.sandbox
+        policy = ceiling.narrowed(sandbox, what="the agent's sandbox")
         bound = self._resolve_model(model, parent)
         header_meta: dict[str, Any] = {
             "cwd": parent.cwd if parent is not None else ctx.cwd,
@@ -72,6 +66,8 @@ class AgentRegistry:
         }
         if seed:
             header_meta["seed_length"] = len(seed)
+        if policy is not ctx.sandbox:
+            header_meta["sandbox"] = policy.to_json()
         if meta:
             header_meta.update(meta)
         header = SessionHeader(
@@ -101,6 +97,7 @@ class AgentRegistry:
             parent_id=parent.id if parent is not None else None,
             label=label,
             max_steps=max_steps or ctx.defaults.max_steps,
+            sandbox=policy,
         )
         self._live[agent.id] = agent
         return agent
@@ -127,7 +124,11 @@ class AgentRegistry:
         if store is None:
             raise ConfigError("resuming a session needs a session store (set sessions_dir)")
         session, _torn = store.resume(session_id)
-        _close_cut_off_turn(session)
+        try:
+            _close_cut_off_turn(session)
+        except SessionError:
+            session.close()
+            raise
         parent = self._live.get(session.header.parent_session or "")
         agent = Agent(
             self._ctx,
@@ -138,6 +139,7 @@ class AgentRegistry:
             parent_id=session.header.parent_session,
             label=label,
             max_steps=max_steps or self._ctx.defaults.max_steps,
+            sandbox=_resumed_sandbox(self._ctx.sandbox, parent, session),
         )
         self._live[agent.id] = agent
         return agent
@@ -192,6 +194,16 @@ def _close_cut_off_turn(session: Session) -> None:
                 },
             )
             return
+
+
+def _resumed_sandbox(root: SandboxPolicy, parent: Agent | None, session: Session) -> SandboxPolicy:
+    """A resumed agent's policy: its parent's (or the context's), narrowed by the one
+    its session recorded, so a cold resume is never wider than the first activation."""
+    ceiling = parent.sandbox if parent is not None else root
+    recorded = session.header.meta.get("sandbox")
+    if isinstance(recorded, str):
+        return ceiling.narrowed(SandboxPolicy.from_json(recorded), strict=False)
+    return ceiling
 
 
 def default_cwd() -> str:

@@ -26,22 +26,24 @@ from typing import Any, TypeVar
 
 import anyio
 
-from dsh.core._agents import NO_MODEL_HELP, AgentRegistry, ConfigError
+from dsh.core._agents import AgentRegistry
 from dsh.core._effects import Disposer
+from dsh.core._env_model import NO_MODEL_HELP, EnvModel, NoModelError, model_from_env
 from dsh.core._events import EventBus
 from dsh.core._gc import tune_gc
 from dsh.core._jobs import JobRegistry
-from dsh.core._llm import BoundModel, LLMRuntime
+from dsh.core._llm import BoundModel, LLMRuntime, ModelConfigError
 from dsh.core._permissions import Permissions, PermissionsConfig
 from dsh.core._plugins import PluginHost
 from dsh.core._presets import AgentDefaults, Preset
 from dsh.core._prompt import PromptSections
+from dsh.core._sandbox import SANDBOX_ENV, SandboxConfig, SandboxPolicy
 from dsh.core._scripted import scripted_factory
 from dsh.core._session import SessionStore
 from dsh.core._tools import ToolRegistry
-from dsh.core._tracing import NO_TRACING, Tracing
+from dsh.core._tracing import NO_TRACING, Tracing, with_tracing_row
 
-__all__ = ["SERVICE_ENTRY_POINT_GROUP", "Context"]
+__all__ = ["SERVICE_ENTRY_POINT_GROUP", "Context", "root_sandbox"]
 
 SERVICE_ENTRY_POINT_GROUP = "dsh.services"
 """Entry points that install a context service on first access (``ctx.<name>``)."""
@@ -62,6 +64,7 @@ class Context:
     ``events`` (the bus), ``tools``, ``llm``, ``agents``, ``jobs``, ``plugins``,
     ``permissions`` (who may run which tool),
     ``tracing`` (the tracing seam, a no-op by default),
+    ``sandbox`` (the root :class:`~dsh.core.SandboxPolicy` every agent narrows),
     ``sessions`` (a store, or None for in-memory sessions), ``cwd``, ``defaults``
     and ``prompt`` (the deployment's system-prompt sections, copied into each new
     agent); plus whatever plugins :meth:`provide`.
@@ -74,8 +77,11 @@ class Context:
         cwd: str | os.PathLike[str] | None = None,
         sessions_dir: str | os.PathLike[str] | None = None,
         permissions: PermissionsConfig | None = None,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.defaults = defaults or AgentDefaults()
+        self.sandbox = sandbox if sandbox is not None else root_sandbox(None)
+        """The root sandbox policy: what every agent's tool processes may at most do."""
         self.cwd = str(Path(cwd or self.defaults.cwd or os.getcwd()).resolve())
         directory = sessions_dir or self.defaults.sessions_dir
         self.sessions: SessionStore | None = SessionStore(directory) if directory else None
@@ -108,8 +114,16 @@ class Context:
         *,
         cwd: str | os.PathLike[str] | None = None,
         sessions_dir: str | os.PathLike[str] | None = None,
+        sandbox: SandboxConfig | None = None,
     ) -> AsyncIterator[Context]:
         """Open a context, load the preset's enabled rows, and tear it all down on exit.
+
+        The root sandbox policy is the preset's ``[sandbox]`` table (``sandbox``
+        replaces it), narrowed by the policy a parent dsh process passed down
+        (:data:`~dsh.core.SANDBOX_ENV`); the preset's own files are protected.
+
+        Agents created without a model use the preset's ``[agent.model]``, else the model
+        the environment names, as ``dsh run`` does (:meth:`default_model`).
 
         The first open in a process also makes the garbage collector's full
         collections rarer (:func:`~dsh.core.tune_gc`; ``DSH_GC_TUNING=off`` keeps
@@ -120,6 +134,7 @@ class Context:
             cwd=cwd,
             sessions_dir=sessions_dir,
             permissions=preset.permissions if preset is not None else None,
+            sandbox=root_sandbox(preset, sandbox),
         )
         try:
             ctx._loop = asyncio.get_running_loop()
@@ -127,8 +142,9 @@ class Context:
             raise RuntimeError("dsh runs on asyncio (anyio's asyncio backend)") from None
         ctx._tasks = set()
         try:
-            if preset is not None:
-                await ctx.plugins.load_rows(preset.enabled_rows())
+            if preset is not None:  # DSH_OTEL=1 adds dsh-otel (with_tracing_row)
+                rows = with_tracing_row(preset.enabled_rows(), len(preset.plugin))
+                await ctx.plugins.load_rows(rows)
             yield ctx
         finally:
             with anyio.CancelScope(shield=True):
@@ -281,9 +297,36 @@ class Context:
     # -- models -------------------------------------------------------------------
 
     def default_model(self) -> BoundModel:
-        """The model from ``[agent.model]``; raises :class:`ConfigError` with help if unset."""
+        """The model of agents created without one: ``[agent.model]``, else the one the
+        environment names (:func:`~dsh.core.model_from_env`: ``OPENAI_BASE_URL``,
+        ``DEEPSEEK_API_KEY`` or ``OPENAI_API_KEY``, as ``dsh run`` takes it). Raises
+        :class:`~dsh.core.NoModelError` saying what to set when neither names one, a
+        :class:`~dsh.core.ModelConfigError` when its adapter is not loaded."""
         if self._default_model is None:
-            if self.defaults.model is None:
-                raise ConfigError(NO_MODEL_HELP)
-            self._default_model = self.llm.bind(self.defaults.model)
+            config = self.defaults.model
+            found: EnvModel | None = None
+            if config is None:
+                found = model_from_env()
+                if found is None:
+                    raise NoModelError(NO_MODEL_HELP)
+                config = found.config
+            try:
+                self._default_model = self.llm.bind(config)
+            except ModelConfigError as exc:
+                if found is None:
+                    raise
+                raise ModelConfigError(
+                    f"the model from the environment ({found.reason}): {exc}"
+                ) from exc
         return self._default_model
+
+
+def root_sandbox(preset: Preset | None, config: SandboxConfig | None = None) -> SandboxPolicy:
+    """The root sandbox policy for ``preset`` (``config`` replaces its ``[sandbox]``
+    table), under the ceiling a parent process passed in :data:`SANDBOX_ENV`."""
+    table = config if config is not None else preset.sandbox if preset is not None else None
+    policy = SandboxPolicy.from_config(table, protected=preset.files if preset else ())
+    inherited = os.environ.get(SANDBOX_ENV)
+    if inherited:
+        policy = SandboxPolicy.from_json(inherited).narrowed(policy, strict=False)
+    return policy

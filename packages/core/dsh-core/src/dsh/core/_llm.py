@@ -58,19 +58,40 @@ class ToolSpec:
 
 @dataclass(slots=True)
 class Usage:
-    """Token counts of one model call (or a sum of calls)."""
+    """Token counts of one model call (or a sum of calls), and its price where the
+    adapter knows it."""
 
     input_tokens: int = 0
+    """Every input token, cached ones included."""
     output_tokens: int = 0
+    cached_input_tokens: int | None = None
+    """The part of ``input_tokens`` read from the provider's prompt cache, if reported."""
+    cost_usd: float | None = None
+    """What the call cost in US dollars; None when no price is known."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            _plus(self.cached_input_tokens, other.cached_input_tokens),
+            _plus(self.cost_usd, other.cost_usd),
         )
 
-    def to_json(self) -> dict[str, int]:
-        """The JSON form stored in events and results."""
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form stored in events and results (the optional fields when set)."""
+        out: dict[str, Any] = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+        if self.cached_input_tokens is not None:
+            out["cached_input_tokens"] = self.cached_input_tokens
+        if self.cost_usd is not None:
+            out["cost_usd"] = self.cost_usd
+        return out
+
+
+def _plus(a: Any, b: Any) -> Any:
+    return a if b is None else b if a is None else a + b
 
 
 @dataclass(slots=True)
@@ -182,9 +203,15 @@ class LLMRuntime:
         factory = self._factories.get(config.adapter)
         if factory is None:
             known = ", ".join(sorted(self._factories)) or "none"
+            fix = "load the plugin that provides it"
+            if config.adapter == "openai":  # the one a model from the environment names
+                fix = (
+                    'the "openai" adapter comes with the dsh-llm-openai plugin: add a'
+                    ' [[plugin]] row with name = "dsh-llm-openai" to the preset, or'
+                    ' extends = "standard"'
+                )
             raise ModelConfigError(
-                f'no LLM adapter named "{config.adapter}" (registered: {known});'
-                " load the plugin that provides it"
+                f'no LLM adapter named "{config.adapter}" (registered: {known}); {fix}'
             )
         try:
             adapter = factory(config)

@@ -4,7 +4,8 @@ A tool that acts on the world (writes a file, runs a command) declares a default
 policy (``Tool(permission="ask")``); a tool without one is not governed. Before
 such a tool runs, :meth:`Permissions.check` decides:
 
-* ``allow`` — it runs; ``deny`` — it is refused, the model is told why;
+* ``allow`` — it runs; ``deny`` — it is not offered to the model at all
+  (:meth:`Permissions.offered`), and a call by name anyway is refused, the model told why;
 * ``ask`` — an *approver* answers: the ACP client when the agent is served over
   ACP (``session/request_permission``), the terminal when ``dsh run`` has one.
   Approvers are registered per agent and found through the agent's ancestors, so a
@@ -25,6 +26,7 @@ The preset's ``[permissions]`` table overrides the tools' defaults::
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,9 +38,11 @@ from dsh.core._effects import Disposer
 if TYPE_CHECKING:
     from dsh.core._agent import Agent
     from dsh.core._context import Context
-    from dsh.core._tools import Tool
+    from dsh.core._llm import ToolSpec
+    from dsh.core._tools import AgentTools, Tool
 
 __all__ = [
+    "PERMISSION_REFUSED",
     "Approver",
     "PermissionDecision",
     "PermissionPolicy",
@@ -48,6 +52,9 @@ __all__ = [
 ]
 
 PermissionPolicy = Literal["allow", "ask", "deny"]
+
+PERMISSION_REFUSED = "permission/refused"
+"""Bus event of a refused tool call (policy ``deny``, nobody to ask, or a no)."""
 
 
 class PermissionsConfig(BaseModel):
@@ -70,7 +77,9 @@ class PermissionRequest:
     """What the tool does, in ACP's words: read, edit, delete, move, search, execute,
     think, fetch, other."""
     title: str
-    """One line for a human: ``Run `pytest -q```, ``Write notes.txt``."""
+    """One line for a human: ``Run `pytest -q```, ``Write notes.txt``; control
+    characters in it are shown as escapes (``\\x1b``, ``\\r``), never raw. It may be cut:
+    ``arguments`` holds the whole call."""
     arguments: Mapping[str, Any] | None
     agent: Agent
     call_id: str
@@ -99,6 +108,19 @@ class Permissions:
         """Allow every tool without asking (``dsh run --yes``)."""
         self._approvers: dict[str | None, Approver] = {}
         self._always: set[tuple[str | None, str]] = set()
+
+    def offered(self, tools: AgentTools) -> tuple[ToolSpec, ...]:
+        """The specs of ``tools`` the model is shown: all but the tools whose policy is
+        ``deny`` (a denied tool is not offered; a call to it anyway is refused)."""
+        specs = tuple(tools.specs())
+        if self.allow_all:
+            return specs
+        denied = {
+            spec.name
+            for spec in specs
+            if (found := tools.get(spec.name)) is not None and self.policy_for(found) == "deny"
+        }
+        return tuple(s for s in specs if s.name not in denied) if denied else specs
 
     def policy_for(self, tool: Tool) -> PermissionPolicy:
         """The policy that applies to ``tool`` (``allow`` for ungoverned tools)."""
@@ -138,7 +160,27 @@ class Permissions:
     async def check(
         self, tool: Tool, arguments: Any, agent: Agent, call_id: str
     ) -> PermissionDecision:
-        """Decide whether ``tool`` may run with ``arguments`` for ``agent``."""
+        """Decide whether ``tool`` may run with ``arguments`` for ``agent``. A refusal is
+        also emitted on the context's bus as :data:`PERMISSION_REFUSED` (scoped to the agent):
+        ``agent``, ``tool``, ``call_id``, ``title``, ``reason``."""
+        decision = await self._decide(tool, arguments, agent, call_id)
+        if not decision.allowed:
+            self._ctx.events.emit(
+                PERMISSION_REFUSED,
+                {
+                    "agent": agent.id,
+                    "tool": tool.name,
+                    "call_id": call_id,
+                    "title": tool.title_for(arguments),
+                    "reason": decision.reason,
+                },
+                scope=agent.id,
+            )
+        return decision
+
+    async def _decide(
+        self, tool: Tool, arguments: Any, agent: Agent, call_id: str
+    ) -> PermissionDecision:
         policy = self.policy_for(tool)
         if policy == "allow":
             return PermissionDecision(True)
@@ -187,3 +229,21 @@ def default_title(name: str, arguments: Any) -> str:
     if len(text) > 160:
         text = text[:160] + "…"
     return f"{name} {text}"
+
+
+# Controls (C0, DEL, C1) and the bidirectional formatting characters, which reorder
+# what a terminal or an editor displays.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def visible_line(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``, ``\\r``,
+    ``\\n``): one line that cannot drive the terminal or editor showing it."""
+    return _UNSAFE.sub(_escape, text)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dsh.core._effects import Disposer, EffectScope
 from dsh.core._presets import PluginRow, PresetError
+from dsh.core._suggest import did_you_mean
 from dsh.core._validation import validation_problems
 
 if TYPE_CHECKING:
@@ -126,8 +127,13 @@ class PluginHost:
             return local
         entry = self._discover().get(name)
         if entry is None:
-            installed = ", ".join(self.available()) or "none"
-            raise PluginError(f'unknown plugin "{name}" (installed: {installed})')
+            available = self.available()
+            hint = did_you_mean(name, available)
+            raise PluginError(
+                f'unknown plugin "{name}"'
+                + (f"; {hint}" if hint else "")
+                + f" (installed: {', '.join(available) or 'none'})"
+            )
         try:
             plugin = entry.load()
         except Exception as exc:
@@ -208,7 +214,8 @@ class PluginHost:
         try:
             parsed = plugin.parse_config(config)
         except ValidationError as exc:
-            raise PluginError(f"{label}: invalid config: {validation_problems(exc)}") from None
+            problems = validation_problems(exc, plugin.config)
+            raise PluginError(f"{label}: invalid config: {problems}") from None
         effects = EffectScope(row.id)
         try:
             outcome = plugin.apply(self._ctx, parsed, effects)

@@ -52,11 +52,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from dsh.core._errors import DshError
 from dsh.core._llm import ModelConfig
 from dsh.core._permissions import PermissionsConfig
+from dsh.core._sandbox import SandboxConfig
+from dsh.core._suggest import did_you_mean
 from dsh.core._validation import validation_problems
 
 __all__ = [
@@ -91,11 +93,35 @@ class PluginRow(BaseModel):
     name: str
     config: dict[str, Any] = {}
     disabled: bool = False
+    _origin: tuple[str, int] | None = PrivateAttr(default=None)
+    """The preset file the row was last written in, and its index there (through
+    ``extends``, a row keeps the file and number a user can find it by)."""
 
     def describe(self, index: int | None = None) -> str:
-        """How error messages name this row."""
-        where = f"preset row {index + 1}" if index is not None else "plugin row"
+        """How error messages name this row: ``dsh.toml row 1 (id "...", plugin "...")``,
+        the file the row is in and its number there (``preset row N``, N counted in the
+        preset, for a preset that is not from a file)."""
+        if self._origin is not None:
+            where = row_where(*self._origin)
+        else:
+            where = f"preset row {index + 1}" if index is not None else "plugin row"
         return f'{where} (id "{self.id}", plugin "{self.name}")'
+
+
+def row_where(source: str, index: int) -> str:
+    """``/path/dsh.toml row 2`` for the row at ``index`` of the preset read from
+    ``source``; ``preset standard row 2`` for a named preset read as text, ``preset row
+    2`` for preset text without a name."""
+    if source.startswith("<") and source.endswith(">"):
+        inner = source[1:-1]
+        return (
+            f"{inner} row {index + 1}" if inner.startswith("preset ") else f"preset row {index + 1}"
+        )
+    return f"{source} row {index + 1}"
+
+
+_ORIGIN = "\0origin"
+"""The key under which a raw row carries its origin (source, index) through the merge."""
 
 
 class AgentDefaults(BaseModel):
@@ -118,7 +144,12 @@ class Preset(BaseModel):
     agent: AgentDefaults = AgentDefaults()
     plugin: list[PluginRow] = []
     permissions: PermissionsConfig = PermissionsConfig()
+    sandbox: SandboxConfig = SandboxConfig()
+    """The ``[sandbox]`` table: how far tool processes reach (see :class:`SandboxPolicy`)."""
     source: str = "<memory>"
+    files: list[str] = []
+    """Every preset file this preset was read from (its own, then the files it extends),
+    as absolute paths: the file tools and the sandbox keep them read-only."""
 
     def enabled_rows(self) -> list[tuple[int, PluginRow]]:
         """(index, row) of every row not disabled."""
@@ -130,15 +161,20 @@ def parse_preset(text: str, *, source: str = "<string>", base_dir: Path | None =
 
     ``base_dir`` is the folder relative paths resolve against (default: the current
     directory for ``extends``; ``sessions_dir`` stays as written)."""
-    raw = _layered(_toml(text, source), source, base_dir, ())
-    return _from_mapping(raw, source, base_dir)
+    files: list[str] = []
+    raw = _layered(_toml(text, source), source, base_dir, (), files)
+    preset = _from_mapping(raw, source, base_dir)
+    preset.files = files
+    return preset
 
 
 def load_preset(path: str | Path) -> Preset:
     """Load a preset file; a relative ``sessions_dir`` or ``extends`` path is resolved
     against its folder."""
     file = Path(path)
-    return parse_preset(_read(file), source=str(file), base_dir=file.resolve().parent)
+    preset = parse_preset(_read(file), source=str(file), base_dir=file.resolve().parent)
+    preset.files.insert(0, str(file.resolve()))
+    return preset
 
 
 def named_presets() -> dict[str, str]:
@@ -153,12 +189,19 @@ def load_named_preset(name: str) -> Preset:
     return parse_preset(text, source=source, base_dir=base_dir)
 
 
-def find_preset(value: str | None = None, *, cwd: Path | None = None) -> Preset | None:
+def find_preset(
+    value: str | None = None, *, cwd: Path | None = None, trust: bool = False
+) -> Preset | None:
     """The preset a command runs (``--preset``, as ``dsh run``, ``dsh acp``, ``dsh a2a``
     and ``dsh worker`` read it): ``value`` as an existing file, else as a named preset;
     without ``value``, ``dsh.toml`` in ``cwd`` (default: the current directory), else the
     installed ``standard`` preset, else ``None``. :class:`PresetError` says what was
-    looked for when ``value`` names nothing."""
+    looked for when ``value`` names nothing.
+
+    A ``dsh.toml`` found in ``cwd`` is used only when it is trusted (``dsh trust``, see
+    :func:`check_trust`) or ``trust`` is true (``--trust``): else
+    :class:`UntrustedPresetError` lists what it would run or reach, before anything of
+    it is loaded. A file named by ``value`` and named presets are trusted as they are."""
     if value is not None:
         file = Path(value).expanduser()
         if file.is_file():
@@ -167,19 +210,41 @@ def find_preset(value: str | None = None, *, cwd: Path | None = None) -> Preset 
             names = named_presets()
             if value in names:
                 return load_named_preset(value)
+            hint = did_you_mean(value, names)
             raise PresetError(
                 f'no preset file "{value}" and no preset named "{value}"'
-                f" (named presets: {', '.join(sorted(names)) or 'none installed'})"
+                + (f"; {hint}" if hint else "")
+                + f" (named presets: {', '.join(sorted(names)) or 'none installed'})"
             )
         if file.exists():
             raise PresetError(f"preset {value} is not a file")
         raise PresetError(f"no preset file {value}")
     local = (cwd or Path.cwd()) / "dsh.toml"
     if local.is_file():
+        if not trust:
+            from dsh.core._trust import check_trust
+
+            check_trust(local)
         return load_preset(local)
     if "standard" in named_presets():
         return load_named_preset("standard")
     return None
+
+
+def _merged_raw(text: str, source: str, base_dir: Path | None) -> dict[str, Any]:
+    """The raw mapping of a preset's text with its ``extends`` chain merged in (what
+    :mod:`dsh.core._trust` summarises), validated as :func:`parse_preset` does."""
+    return _without_origins(_layered(_toml(text, source), source, base_dir, (), []))
+
+
+def _without_origins(raw: dict[str, Any]) -> dict[str, Any]:
+    rows = raw.get("plugin")
+    if isinstance(rows, list):
+        raw["plugin"] = [
+            {k: v for k, v in row.items() if k != _ORIGIN} if isinstance(row, dict) else row
+            for row in rows
+        ]
+    return raw
 
 
 # -- extends -----------------------------------------------------------------------------
@@ -202,8 +267,14 @@ def _read(file: Path) -> str:
 def _named_text(name: str) -> tuple[str, str, Path | None]:
     found = [ep for ep in entry_points(group=PRESETS_ENTRY_POINT_GROUP) if ep.name == name]
     if not found:
-        installed = ", ".join(sorted(named_presets())) or "none"
-        raise PresetError(f'no preset named "{name}" (installed: {installed})')
+        names = named_presets()
+        hint = did_you_mean(name, names)
+        installed = ", ".join(sorted(names)) or "none"
+        raise PresetError(
+            f'no preset named "{name}"'
+            + (f"; {hint}" if hint else "")
+            + f" (installed: {installed})"
+        )
     entry = found[0]
     try:
         target = entry.load()
@@ -223,12 +294,17 @@ def _named_text(name: str) -> tuple[str, str, Path | None]:
 
 
 def _layered(
-    raw: dict[str, Any], source: str, base_dir: Path | None, chain: tuple[str, ...]
+    raw: dict[str, Any],
+    source: str,
+    base_dir: Path | None,
+    chain: tuple[str, ...],
+    files: list[str],
 ) -> dict[str, Any]:
     """``raw`` with its ``extends`` chain merged in (base first), every row with an
     explicit id and relative paths resolved per layer; validated layer by layer so an
     error names the file it is in."""
     chain = (*chain, source)
+    _check_top_level(raw, source)  # also of a layer with extends: the merge keeps known keys
     extends = raw.pop("extends", None)
     if extends is None:
         _from_mapping(raw, source, base_dir)  # a base on its own: errors name its file
@@ -252,14 +328,18 @@ def _layered(
         if str(file.resolve()) in {_resolved(c) for c in chain}:
             raise PresetError(f"{source}: extends cycle: {' -> '.join((*chain, base_source))}")
         base_raw = _toml(_read(file), base_source)
+        files.append(str(file.resolve()))
         base_base_dir: Path | None = file.resolve().parent
     else:
-        text, base_source, base_base_dir = _named_text(extends)
+        try:
+            text, base_source, base_base_dir = _named_text(extends)
+        except PresetError as exc:
+            raise PresetError(f"{source}: extends: {exc}") from None
         if base_source in chain:
             raise PresetError(f"{source}: extends cycle: {' -> '.join((*chain, base_source))}")
         base_raw = _toml(text, base_source)
     try:
-        base = _layered(base_raw, base_source, base_base_dir, chain)
+        base = _layered(base_raw, base_source, base_base_dir, chain, files)
     except PresetError as exc:
         raise PresetError(f"{source}: in the preset it extends: {exc}") from None
     merged = _merge(base, own)
@@ -283,7 +363,7 @@ def _expand_preset_dir(raw: dict[str, Any], source: str, base_dir: Path | None) 
         if isinstance(value, str) and PRESET_DIR in value:
             if folder is None:
                 raise PresetError(
-                    f"{source}: {where}: {PRESET_DIR} is only known for a preset read from"
+                    f"{where}: {PRESET_DIR} is only known for a preset read from"
                     " a file; use an absolute path here"
                 )
             return value.replace(PRESET_DIR, folder)
@@ -295,7 +375,9 @@ def _expand_preset_dir(raw: dict[str, Any], source: str, base_dir: Path | None) 
 
     for index, row in enumerate(rows):
         if isinstance(row, dict) and isinstance(row.get("config"), dict):
-            row["config"] = expand(row["config"], f'preset row {index + 1} (id "{row.get("id")}")')
+            row["config"] = expand(
+                row["config"], f'{row_where(source, index)} (id "{row.get("id")}")'
+            )
 
 
 def _resolved(source: str) -> str:
@@ -318,8 +400,9 @@ def _explicit_ids(raw: dict[str, Any], source: str) -> dict[str, Any]:
     named: list[Any] = []
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
-            raise PresetError(f"{source}: preset row {index + 1}: not a table")
+            raise PresetError(f"{row_where(source, index)}: not a table")
         row = dict(row)
+        row[_ORIGIN] = (source, index)
         if not row.get("id"):
             name = str(row.get("name", ""))
             counts[name] = counts.get(name, 0) + 1
@@ -327,7 +410,7 @@ def _explicit_ids(raw: dict[str, Any], source: str) -> dict[str, Any]:
         row_id = str(row["id"])
         if row_id in seen:
             raise PresetError(
-                f'{source}: preset row {index + 1} (id "{row_id}"): duplicate id'
+                f'{row_where(source, index)} (id "{row_id}"): duplicate id'
                 f" (also used by row {seen[row_id] + 1})"
             )
         seen[row_id] = index
@@ -356,16 +439,25 @@ def _merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
         above = top["permissions"]
         tools = {**below.get("tools", {}), **above.get("tools", {})}
         merged["permissions"] = {**below, **above, "tools": tools}
+    if "sandbox" in top:
+        merged["sandbox"] = {**base.get("sandbox", {}), **top["sandbox"]}
     return merged
 
 
-def _from_mapping(raw: dict[str, Any], source: str, base_dir: Path | None) -> Preset:
-    unknown = sorted(set(raw) - {"agent", "plugin", "permissions", "extends"})
+def _check_top_level(raw: Mapping[str, Any], source: str) -> None:
+    known = ("extends", "agent", "plugin", "permissions", "sandbox")
+    unknown = sorted(set(raw) - set(known))
     if unknown:
+        hints = [f'"{key}": {hint}' for key in unknown if (hint := did_you_mean(key, known))]
         raise PresetError(
             f"{source}: unknown top-level keys {', '.join(unknown)}"
-            " (expected extends, [agent], [[plugin]], [permissions])"
+            + (f" ({'; '.join(hints)})" if hints else "")
+            + " (expected extends, [agent], [[plugin]], [permissions], [sandbox])"
         )
+
+
+def _from_mapping(raw: dict[str, Any], source: str, base_dir: Path | None) -> Preset:
+    _check_top_level(raw, source)
     rows_raw = raw.get("plugin", [])
     if not isinstance(rows_raw, list):
         raise PresetError(f"{source}: 'plugin' must be an array of tables ([[plugin]])")
@@ -373,31 +465,42 @@ def _from_mapping(raw: dict[str, Any], source: str, base_dir: Path | None) -> Pr
     seen: dict[str, int] = {}
     counts: dict[str, int] = {}
     for index, row_raw in enumerate(rows_raw):
-        label = f"{source}: preset row {index + 1}"
+        origin: tuple[str, int] | None = None
+        if isinstance(row_raw, dict) and _ORIGIN in row_raw:
+            origin = row_raw[_ORIGIN]
+            row_raw = {k: v for k, v in row_raw.items() if k != _ORIGIN}
+        label = row_where(*(origin or (source, index)))
         if isinstance(row_raw, dict) and "name" in row_raw:
             label += f' (plugin "{row_raw["name"]}")'
         try:
             row = PluginRow.model_validate(row_raw)
         except ValidationError as exc:
-            raise PresetError(f"{label}: {validation_problems(exc)}") from None
+            raise PresetError(f"{label}: {validation_problems(exc, PluginRow)}") from None
+        row._origin = origin or (source, index)
         if not row.id:
             counts[row.name] = counts.get(row.name, 0) + 1
             row.id = row.name if counts[row.name] == 1 else f"{row.name}#{counts[row.name]}"
         if row.id in seen:
             first = seen[row.id] + 1
-            raise PresetError(
-                f"{source}: {row.describe(index)}: duplicate id (also used by row {first})"
-            )
+            raise PresetError(f"{row.describe(index)}: duplicate id (also used by row {first})")
         seen[row.id] = index
         rows.append(row)
     try:
         agent = AgentDefaults.model_validate(raw.get("agent", {}))
     except ValidationError as exc:
-        raise PresetError(f"{source}: [agent]: {validation_problems(exc)}") from None
+        raise PresetError(f"{source}: [agent]: {validation_problems(exc, AgentDefaults)}") from None
     try:
         permissions = PermissionsConfig.model_validate(raw.get("permissions", {}))
     except ValidationError as exc:
-        raise PresetError(f"{source}: [permissions]: {validation_problems(exc)}") from None
+        raise PresetError(
+            f"{source}: [permissions]: {validation_problems(exc, PermissionsConfig)}"
+        ) from None
+    try:
+        sandbox = SandboxConfig.model_validate(raw.get("sandbox", {}))
+    except ValidationError as exc:
+        raise PresetError(
+            f"{source}: [sandbox]: {validation_problems(exc, SandboxConfig)}"
+        ) from None
     if agent.sessions_dir is not None and base_dir is not None:
         agent.sessions_dir = str((base_dir / agent.sessions_dir).resolve())
-    return Preset(agent=agent, plugin=rows, source=source, permissions=permissions)
+    return Preset(agent=agent, plugin=rows, source=source, permissions=permissions, sandbox=sandbox)

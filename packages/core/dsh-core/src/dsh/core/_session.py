@@ -12,6 +12,7 @@ source instead of repeating it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, overload
 
-from dsh.core._errors import DshError
+from dsh.core._jsonl import SessionError, _JsonlWriter
 
 __all__ = [
     "Event",
@@ -35,10 +36,6 @@ __all__ = [
     "TornTail",
     "new_session_id",
 ]
-
-
-class SessionError(DshError):
-    """A session could not be created, written or loaded."""
 
 
 class Event(NamedTuple):
@@ -196,9 +193,14 @@ class Session:
     """An append-only event log.
 
     ``events`` is a read-only view; add to the log with :meth:`append` only.
+
+    A persisted session's file always holds whole lines: an append the disk refuses
+    (full, over quota, failing) leaves the file as it was and raises
+    :class:`SessionError`; the event stays in the log in memory, :attr:`unsaved`
+    counts it, and the next append (or :meth:`flush`) writes it first.
     """
 
-    __slots__ = ("_events", "_last_turn_end", "_writer", "header")
+    __slots__ = ("_events", "_last_turn_end", "_saved", "_writer", "header")
 
     def __init__(
         self,
@@ -210,6 +212,7 @@ class Session:
         self.header = header
         self._events: list[Event] | SeededLog = SeededLog(seed) if seed else []
         self._writer = writer
+        self._saved = len(seed)  # events[:_saved] are in the file
         self._last_turn_end = -1
         for index in range(len(seed) - 1, -1, -1):  # O(1) for a completed-turn prefix
             if seed[index].type == "turn/end":
@@ -231,18 +234,41 @@ class Session:
         """True if appends are written to a JSONL file."""
         return self._writer is not None
 
+    @property
+    def unsaved(self) -> int:
+        """Events in the log that a failed write left out of the file (0 normally)."""
+        return len(self._events) - self._saved if self._writer is not None else 0
+
     def __len__(self) -> int:
         return len(self._events)
 
     def append(self, type: str, data: Mapping[str, Any]) -> Event:
-        """Append an event; it is written to disk (if persisted) before returning."""
+        """Append an event; it is written to disk (if persisted) before returning.
+
+        Raises :class:`SessionError` when the write fails: the file is left as it
+        was, and the event (in the log all the same) is written by the next append
+        or :meth:`flush`.
+        """
         event = Event(len(self._events), type, data, time.time())
-        if self._writer is not None:
-            self._writer.write(event.to_json())
         self._events.append(event)
         if type == "turn/end":
             self._last_turn_end = event.seq
+        writer = self._writer
+        if writer is not None:
+            if self._saved == event.seq:
+                writer.write(event.to_json())
+            else:
+                writer.write_many([e.to_json() for e in self._events[self._saved :]])
+            self._saved = len(self._events)
         return event
+
+    def flush(self) -> None:
+        """Write the events a failed append left out of the file (a no-op when there
+        are none); :class:`SessionError` if the disk still refuses them."""
+        writer = self._writer
+        if writer is not None and self._saved < len(self._events):
+            writer.write_many([e.to_json() for e in self._events[self._saved :]])
+            self._saved = len(self._events)
 
     def completed_prefix(self) -> Sequence[Event]:
         """Events up to and including the last ``turn/end`` (empty if none).
@@ -254,37 +280,13 @@ class Session:
         return EventPrefix(self._events, self._last_turn_end + 1)
 
     def close(self) -> None:
-        """Stop writing to disk. Idempotent."""
+        """Stop writing to disk (after one last try at writing unsaved events).
+        Idempotent."""
         if self._writer is not None:
+            with contextlib.suppress(SessionError):
+                self.flush()
             self._writer.close()
             self._writer = None
-
-
-class _JsonlWriter:
-    """Writes one JSON line per call with a single ``os.write`` on an O_APPEND fd.
-
-    A crash can only tear the line being written; earlier lines stay intact.
-    """
-
-    __slots__ = ("_fd", "path")
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        if self._fd is None:
-            raise SessionError(f"session file {self.path} is closed")
-        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
-        data = line.encode()
-        written = os.write(self._fd, data)
-        while written < len(data):
-            written += os.write(self._fd, data[written:])
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,19 +340,21 @@ class SessionStore:
         path = self.path_for(header.id)
         if path.exists():
             raise SessionError(f"session {header.id!r} already exists at {path}")
-        writer = _JsonlWriter(path)
+        writer = _JsonlWriter(path, new=True)
         try:
             by_reference = (
                 bool(seed) and header.seed_from is not None and self.exists(header.seed_from)
             )
             if seed and not by_reference:
                 header.seed_from = None
-            writer.write(header.to_json())
+            records = [header.to_json()]
             if seed and not by_reference:
-                for event in seed:
-                    writer.write(event.to_json())
+                records.extend(event.to_json() for event in seed)
+            writer.write_many(records)  # the header (and an inline seed) whole, or no file
         except BaseException:
             writer.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
             raise
         return Session(header, seed, writer=writer)
 

@@ -20,7 +20,7 @@ from dsh.core._content import Content, as_blocks
 from dsh.core._effects import Disposer
 from dsh.core._errors import DshError
 from dsh.core._llm import ToolSpec
-from dsh.core._permissions import PermissionPolicy, default_title
+from dsh.core._permissions import PermissionPolicy, default_title, visible_line
 from dsh.core._signals import AbortSignal
 from dsh.core._validation import validation_problems
 
@@ -138,13 +138,14 @@ class Tool:
         )
 
     def title_for(self, arguments: Any) -> str:
-        """The one-line description of a call with ``arguments`` (parsed)."""
+        """The one-line description of a call with ``arguments`` (parsed), its control
+        characters shown as escapes (``\\x1b``, ``\\r``, ``\\n``), never raw."""
         if self.title is not None:
             try:
-                return self.title(arguments)
+                return visible_line(self.title(arguments))
             except Exception:
                 pass
-        return default_title(self.name, arguments)
+        return visible_line(default_title(self.name, arguments))
 
     async def invoke(self, arguments: Mapping[str, Any], tctx: ToolContext) -> ToolResult:
         """Validate ``arguments`` and run; invalid input becomes an error result."""

@@ -32,10 +32,19 @@ if TYPE_CHECKING:
     from dsh.core._agent import Agent
     from dsh.core._context import Context
     from dsh.core._llm import ModelDone, ModelRequest, ToolCall
+    from dsh.core._presets import PluginRow
     from dsh.core._tools import ToolResult
     from dsh.core._turn import TurnOutcome
 
-__all__ = ["NO_TRACING", "TracedCall", "Tracing", "install_tracing"]
+__all__ = [
+    "NO_TRACING",
+    "TRACING_SWITCH_ENV",
+    "TracedCall",
+    "Tracing",
+    "install_tracing",
+    "tracing_switched_on",
+    "with_tracing_row",
+]
 
 
 class TracedCall(Protocol):
@@ -121,3 +130,42 @@ def install_tracing(ctx: Context, tracing: Tracing) -> Disposer:
             ctx.tracing = NO_TRACING
 
     return remove
+
+
+TRACING_SWITCH_ENV = "DSH_OTEL"
+"""``DSH_OTEL=1`` turns OpenTelemetry tracing on in this process (``--otel`` on
+``dsh acp``, ``dsh a2a`` and ``dsh worker`` sets it): every context opened with a
+preset loads the ``dsh-otel`` plugin (when the preset has no enabled row of it), which
+configures the OpenTelemetry SDK from the standard ``OTEL_*`` variables. Process
+providers pass it, and the ``OTEL_*`` variables, to their children while tracing is on."""
+
+_TRACING_PLUGIN = "dsh-otel"
+
+
+def tracing_switched_on(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether :data:`TRACING_SWITCH_ENV` is set to ``1``/``true``/``yes``/``on`` in
+    ``environ`` (default ``os.environ``)."""
+    import os
+
+    source = os.environ if environ is None else environ
+    return source.get(TRACING_SWITCH_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def with_tracing_row(
+    rows: list[tuple[int, PluginRow]], next_index: int
+) -> list[tuple[int, PluginRow]]:
+    """``rows`` with a ``dsh-otel`` row at the end when tracing is switched on and no
+    enabled row loads it. :class:`~dsh.core.PresetError` when dsh-otel is not installed."""
+    if not tracing_switched_on() or any(row.name == _TRACING_PLUGIN for _, row in rows):
+        return rows
+    from importlib.metadata import entry_points
+
+    from dsh.core._plugins import ENTRY_POINT_GROUP
+    from dsh.core._presets import PluginRow, PresetError
+
+    if not entry_points(group=ENTRY_POINT_GROUP, name=_TRACING_PLUGIN):
+        raise PresetError(
+            f"{TRACING_SWITCH_ENV}=1 (or --otel) turns tracing on, which needs the dsh-otel"
+            " package: pip install 'dsh-otel[sdk]' (or unset the variable)"
+        )
+    return [*rows, (next_index, PluginRow(id="otel-switch", name=_TRACING_PLUGIN))]

@@ -7,6 +7,10 @@ append their results; until a step has no tool calls. It ends with
 ``turn/end`` and a stop reason: ``completed``, ``max-tokens``, ``refusal``,
 ``aborted``, ``blocked`` or ``error``.
 
+A session write the disk refuses (full, over quota) ends the turn ``error`` with
+:class:`~dsh.core.SessionError`'s message; the events stay in the log and are
+saved by the next write that succeeds.
+
 These functions are the agent's own machinery (they work on its internals);
 use :meth:`Agent.followup` / :meth:`Agent.run` to start turns.
 """
@@ -21,7 +25,8 @@ import anyio
 
 from dsh.core._content import text_of
 from dsh.core._llm import ModelDone, ModelError, ModelRequest, TextDelta, ToolCall
-from dsh.core._session import Event
+from dsh.core._redact import redact_urls
+from dsh.core._session import Event, SessionError
 from dsh.core._signals import AbortSignal
 from dsh.core._tools import ToolContext, ToolResult, TurnBlocked
 
@@ -75,8 +80,8 @@ async def run_turn(
     message: dict[str, Any] = {"content": content}
     if extra:
         message.update(extra)
-    agent._append("user/message", message)
-    agent._append("turn/start", {"turn": turn})
+    unsaved = _append(agent, "user/message", message, None)
+    unsaved = _append(agent, "turn/start", {"turn": turn}, unsaved)
     tracing = agent.ctx.tracing  # the tracing seam: hooks only when a tracer is installed
     traced = tracing.turn(agent, turn) if tracing.enabled else None
     agent._blocked = None
@@ -92,7 +97,11 @@ async def run_turn(
                 signal.abort(agent._cancel_cause)
                 scope.cancel()
             try:
+                if unsaved is not None:
+                    raise unsaved  # the disk refuses the session's writes: no model call
                 stop = await _steps(agent, signal)
+            except SessionError as exc:
+                stop, error = "error", str(exc)
             except ModelError as exc:
                 stop, error = "error", f"model call failed: {exc}"
             except TurnBlocked as exc:
@@ -101,7 +110,8 @@ async def run_turn(
                 stop, error = "error", str(exc)
             except Exception as exc:
                 _log.exception("turn %d of agent %s failed", turn, agent.id)
-                stop, error = "error", f"internal error: {type(exc).__name__}: {exc}"
+                reason = redact_urls(str(exc))  # ModelError and other DshErrors redact themselves
+                stop, error = "error", f"internal error: {type(exc).__name__}: {reason}"
     except BaseException as exc:
         # Cancelled from outside the turn (the task running it, or the context
         # closing): record the turn as aborted and let the cancellation go on.
@@ -131,7 +141,20 @@ def _end_turn(agent: Agent, turn: int, stop: StopReason, error: str | None) -> N
         data["error"] = error
     agent._turn_signal = None
     agent._cancel_cause = None
-    agent._append("turn/end", data)
+    _append(agent, "turn/end", data, None)
+
+
+def _append(
+    agent: Agent, type: str, data: dict[str, Any], failed: SessionError | None
+) -> SessionError | None:
+    """Append an event the turn cannot do without; a write the disk refused is
+    returned (the first one, ``failed``, if given), not raised: the event is in the
+    log all the same, and the turn ends ``error`` with the refusal's message."""
+    try:
+        agent._append(type, data)
+    except SessionError as exc:
+        return failed or exc
+    return failed
 
 
 async def _steps(agent: Agent, signal: AbortSignal) -> StopReason:
@@ -148,7 +171,11 @@ async def _steps(agent: Agent, signal: AbortSignal) -> StopReason:
         if step > agent.max_steps:
             raise _StepLimit(f"step limit reached ({agent.max_steps} model calls in one turn)")
         request = ModelRequest(
-            model.model, agent.prompt.render(), session.events, agent.tools.specs(), model.options
+            model.model,
+            agent.prompt.render(),
+            session.events,
+            agent.ctx.permissions.offered(agent.tools),
+            model.options,
         )
         parts: list[str] = []
         calls: list[ToolCall] = []

@@ -4,13 +4,21 @@ command rejects a bad number with the same words::
     from dsh.core.argtypes import positive_int
 
     parser.add_argument("--max-sessions", type=positive_int, default=8)
+    add_trust_argument(parser)  # --trust, worded as every dsh command words it
 """
 
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["non_negative_float", "port_number", "positive_float", "positive_int"]
+__all__ = [
+    "add_otel_argument",
+    "add_trust_argument",
+    "non_negative_float",
+    "port_number",
+    "positive_float",
+    "positive_int",
+]
 
 
 def positive_int(text: str) -> int:
@@ -55,3 +63,25 @@ def port_number(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"not a port number: {value}")
     return value
+
+
+def add_trust_argument(parser: argparse.ArgumentParser) -> None:
+    """``--trust``: use the working directory's ``dsh.toml`` for this run without it
+    being trusted (workspace trust; the same words in every command)."""
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="use the working directory's dsh.toml for this run without it being trusted"
+        " (see dsh trust)",
+    )
+
+
+def add_otel_argument(parser: argparse.ArgumentParser) -> None:
+    """``--otel``: trace with OpenTelemetry, configured from the ``OTEL_*`` variables
+    (the same as ``DSH_OTEL=1``)."""
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace with OpenTelemetry, the SDK configured from the standard OTEL_*"
+        " variables (the same as DSH_OTEL=1; needs dsh-otel[sdk]; see docs/tracing.md)",
+    )

@@ -42,6 +42,7 @@ class EchoConfig(SubprocessConfig):
     """The fields every subprocess provider shares; the echo child by default."""
 
     name: str = "echo"
+    """Provider name in ``ctx.subagents``."""
     command: str = sys.executable
     args: list[str] = ["-c", CHILD]
 
@@ -97,6 +98,7 @@ class EchoProvider:
 
 def apply(ctx: Context, config: EchoConfig, effects: EffectScope) -> None:
     """Register an echo provider named ``config.name``."""
+    config.sandbox_policy(ctx.sandbox, strict=True, what=f'the "{config.name}" provider')
     effects.add(SubagentRuntime.of(ctx).register_provider(EchoProvider(config)))
 
 

@@ -6,6 +6,8 @@ pending read is cancelled and the response closed, so the server sees the
 connection go away. Cancelling the caller (an agent's cancel scope) does the
 same. Failures become :class:`~dsh.core._llm.ModelError` with a message that says
 what happened and where: HTTP errors carry the status and the server's message.
+Credentials in the URL (``http://user:pass@host/v1``, ``?api_key=...``) never appear
+in messages, logs or ``repr``: the URL is shown through :func:`dsh.core.redact_urls`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,16 @@ from typing import Any, Self, TypeVar
 import anyio
 import httpx
 
-from dsh.core import AbortSignal, ModelError, ModelRequest, ModelStreamEvent
+from dsh.core import (
+    AbortSignal,
+    ModelDone,
+    ModelError,
+    ModelRequest,
+    ModelStreamEvent,
+    Usage,
+    redact_urls,
+)
+from dsh.llm_openai import _pricing
 from dsh.llm_openai.config import OpenAIOptions
 from dsh.llm_openai.messages import chat_messages, tool_definitions
 from dsh.llm_openai.stream import ChunkAssembler, SSELines, error_detail
@@ -84,6 +95,8 @@ class OpenAIChatAdapter:
         self.model = model or self.options.model
         self._owns_client = client is None
         self._clients = client if client is not None else SharedClient()
+        if self.options.pricing != "none":
+            _pricing.warm()
         self._timeout = httpx.Timeout(
             connect=self.options.connect_timeout,
             read=self.options.read_timeout,
@@ -105,7 +118,7 @@ class OpenAIChatAdapter:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"<OpenAIChatAdapter {self.model} at {self.options.base_url}>"
+        return f"<OpenAIChatAdapter {self.model} at {redact_urls(self.options.base_url)}>"
 
     # -- the request ----------------------------------------------------------------
 
@@ -129,8 +142,9 @@ class OpenAIChatAdapter:
             if not key:
                 raise ModelError(
                     f"no API key: the environment variable {env} is not set (the openai"
-                    f" adapter needs a key for {self.options.base_url}; set api_key_env to"
-                    ' read another variable, or to "" for a server without authentication)'
+                    f" adapter needs a key for {redact_urls(self.options.base_url)}; set"
+                    ' api_key_env to read another variable, or to "" for a server without'
+                    " authentication)"
                 )
             headers["authorization"] = f"Bearer {key}"
         return headers
@@ -148,7 +162,9 @@ class OpenAIChatAdapter:
         outgoing = client.build_request(
             "POST", url, json=body, headers=headers, timeout=self._timeout
         )
-        _log.debug("POST %s model=%s messages=%d", url, body["model"], len(body["messages"]))
+        _log.debug(
+            "POST %s model=%s messages=%d", redact_urls(url), body["model"], len(body["messages"])
+        )
         response = await self._guard(signal, lambda: client.send(outgoing, stream=True))
         try:
             if response.status_code >= 400:
@@ -162,7 +178,7 @@ class OpenAIChatAdapter:
                     completion = json.loads(raw)
                 except ValueError:
                     raise ModelError(
-                        f"malformed response from {url}: not JSON: {raw[:200]!r}"
+                        f"malformed response from {redact_urls(url)}: not JSON: {raw[:200]!r}"
                     ) from None
                 for delta in assembler.feed_completion(completion):
                     yield delta
@@ -183,9 +199,20 @@ class OpenAIChatAdapter:
                     for delta in assembler.feed(data):
                         yield delta
             for event in assembler.finish():
+                if isinstance(event, ModelDone) and event.usage is not None:
+                    usage = await self._priced(event.usage, str(body["model"]))
+                    event = ModelDone(event.stop_reason, usage)
                 yield event
         finally:
             await response.aclose()
+
+    async def _priced(self, usage: Usage, model: str) -> Usage:
+        """The call's usage with its cost where the price table knows the model (the
+        table is read in a worker thread until it has loaded)."""
+        args = (usage, model, self.options.base_url, self.options.pricing)
+        if _pricing.ready():
+            return _pricing.priced(*args)
+        return await anyio.to_thread.run_sync(_pricing.priced, *args)
 
     async def _guard(self, signal: AbortSignal, call: Callable[[], Awaitable[T]]) -> T:
         """Await ``call()``: abortable by ``signal``, transport errors as ModelError."""
@@ -215,7 +242,8 @@ class OpenAIChatAdapter:
             detail = error_detail(payload.get("error") or payload)
         else:
             detail = raw.decode("utf-8", "replace").strip()[:500] or "(empty body)"
-        message = f"HTTP {status} {response.reason_phrase} from {self.options.url}: {detail}"
+        where = redact_urls(self.options.url)
+        message = f"HTTP {status} {response.reason_phrase} from {where}: {detail}"
         if status in (401, 403) and self.options.api_key_env:
             message += f" (check the API key in ${self.options.api_key_env})"
         retry_after = response.headers.get("retry-after")
@@ -224,8 +252,8 @@ class OpenAIChatAdapter:
         return ModelError(message, status=status)
 
     def _transport_error(self, exc: httpx.HTTPError) -> ModelError:
-        url = self.options.url
-        what = str(exc) or type(exc).__name__
+        url = redact_urls(self.options.url)
+        what = redact_urls(str(exc)) or type(exc).__name__
         if isinstance(exc, httpx.ConnectTimeout):
             text = f"timed out connecting to {url} ({self.options.connect_timeout} s)"
         elif isinstance(exc, httpx.ReadTimeout):

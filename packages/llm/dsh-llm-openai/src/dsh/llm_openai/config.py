@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dsh.core import validation_problems
+from dsh.core import redact_urls, validation_problems
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_KEY_ENV", "DEFAULT_MODEL", "Config", "OpenAIOptions"]
 
@@ -58,12 +58,16 @@ class OpenAIOptions(BaseModel):
     ``model``, ``messages``, ``stream`` or ``tools``, which the adapter sets)."""
     headers: dict[str, str] = {}
     """More HTTP headers (e.g. ``OpenAI-Organization``)."""
+    pricing: str = "auto"
+    """How calls are priced (``cost_usd`` of their usage, from the ``genai-prices``
+    table): ``auto`` finds the provider from ``base_url``, else from the model name;
+    a provider id (``openai``, ``deepseek``, ...) names it; ``none`` prices nothing."""
 
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {value!r}")
+            raise ValueError(f"base_url must start with http:// or https://, got {_shown(value)!r}")
         return value.rstrip("/")
 
     @field_validator("extra_body")
@@ -101,3 +105,13 @@ def resolve_options(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> 
         return OpenAIOptions.model_validate(merged)
     except ValidationError as exc:
         raise ValueError(f"invalid openai model options: {validation_problems(exc)}") from None
+
+
+def _shown(url: str) -> str:
+    """``url`` without its credentials, for a message (a URL whose scheme is missing,
+    ``user:pass@host/v1``, included)."""
+    if "://" not in url:
+        authority = url.split("/", 1)[0]
+        if "@" in authority:
+            url = "***" + url[authority.rindex("@") :]
+    return redact_urls(url)

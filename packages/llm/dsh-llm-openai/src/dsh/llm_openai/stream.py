@@ -193,7 +193,9 @@ class ChunkAssembler:
     def _take_usage(self, usage: Any) -> None:
         if isinstance(usage, Mapping):
             self.usage = Usage(
-                int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+                _cached_tokens(usage),
             )
 
     # -- the end --------------------------------------------------------------------
@@ -235,6 +237,18 @@ class ChunkAssembler:
         if self._refused and stop == "end":
             stop = "refusal"
         return [*calls, ModelDone(stop, self.usage)]
+
+
+def _cached_tokens(usage: Mapping[str, Any]) -> int | None:
+    """Prompt tokens read from the cache: OpenAI's ``prompt_tokens_details.cached_tokens``
+    or DeepSeek's ``prompt_cache_hit_tokens``; None when the server says neither."""
+    details = usage.get("prompt_tokens_details")
+    raw = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    if raw is None:
+        raw = usage.get("prompt_cache_hit_tokens")
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw
+    return None
 
 
 def _arguments(call: _Call) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Folding an A2A task's events: its state, its output, its usage, and progress items.
 
 Events come from the stream (``StreamResponse``: a task snapshot, a message, a status
-update, an artifact update) or from polling (task snapshots). The output is the text of
+update, an artifact update) or from polling (task snapshots: the agent messages of
+their history not seen yet are the steps since the last poll; a status seen already is
+not reported again). The output is the text of
 the task's artifacts (parts in order; an update with ``append = false`` replaces the
 artifact), else the text of the agent's last message (a status message of a working or
 completed task, or a direct reply). Progress items, built only while someone listens:
@@ -99,6 +101,9 @@ class TaskFold:
         self.running_usage: SubagentUsage | None = None
         self.dsh_stop: str | None = None
         self.events = 0
+        self._seen: set[str] = set()
+        """The agent messages already folded (by message id, else text): a poll that
+        returns the same status again, or a message again in the history, is not news."""
 
     # -- state -------------------------------------------------------------------------
 
@@ -111,9 +116,11 @@ class TaskFold:
         """The answer so far: the artifacts' text, else the agent's last message."""
         if self.reply is not None:
             return self.reply
+        return self._artifact_text() or self.last_message
+
+    def _artifact_text(self) -> str:
         texts = ["".join(chunks) for chunks in self.artifacts.values()]
-        text = "\n".join(t for t in texts if t)
-        return text or self.last_message
+        return "\n".join(t for t in texts if t)
 
     def usage(self) -> SubagentUsage:
         """The final usage the agent reported, else its running usage, else unknown."""
@@ -139,9 +146,19 @@ class TaskFold:
             self._reply(response.message)
 
     def feed_task(self, task: Task) -> None:
-        """Fold a task snapshot (the stream's first event, or a poll)."""
+        """Fold a task snapshot (the stream's first event, a poll, a ``CancelTask``
+        answer): the agent messages of its history not seen yet, in order (the steps
+        between two polls), then its artifacts and its status."""
         self._ids(task.id, task.context_id)
-        before = self.output()
+        before = self._artifact_text()
+        for message in task.history:
+            if message.role == Role.ROLE_AGENT and self._first_time(message):
+                text = message_text(message)
+                relayed = self._metadata(message.metadata, progress=True)
+                if text:
+                    self.last_message = text
+                    if not relayed:
+                        self._emit(SubagentProgress("text", text=text))
         if task.artifacts:
             self.artifacts = {
                 artifact.artifact_id: [
@@ -151,7 +168,7 @@ class TaskFold:
             }
         self._status(task.status, relayed=False)
         self._metadata(task.metadata, progress=False)
-        after = self.output()
+        after = self._artifact_text()  # (new messages were reported above)
         if after != before and after:
             self._emit(SubagentProgress("text", text=after.removeprefix(before)))
 
@@ -172,7 +189,7 @@ class TaskFold:
         previous = self.state
         if state != TaskState.TASK_STATE_UNSPECIFIED:
             self.state = state
-        if status.HasField("message"):
+        if status.HasField("message") and self._first_time(status.message):
             message = status.message
             text = message_text(message)
             relayed = self._metadata(message.metadata, progress=True) or relayed
@@ -228,6 +245,14 @@ class TaskFold:
         if parsed.kind == "usage" and not parsed.path and parsed.usage is not None:
             self.running_usage = parsed.usage
         self._emit(parsed)
+        return True
+
+    def _first_time(self, message: Message) -> bool:
+        """True the first time ``message`` is folded."""
+        key = message.message_id or f"text:{message_text(message)}"
+        if key in self._seen:
+            return False
+        self._seen.add(key)
         return True
 
     def _ids(self, task_id: str | None, context_id: str | None) -> None:

@@ -12,7 +12,10 @@
   error (a one-shot run cannot answer; the remote task is cancelled). A ``dsh a2a``
   agent's own stop reason (``metadata.dsh.stopReason``: max-tokens, refusal) wins.
 * :meth:`A2ARun.cancel` sends ``CancelTask`` (waiting a moment for the task id if the
-  first event has not arrived yet).
+  first event has not arrived yet); an answer that says the task is over ends the turn
+  at once (the stream or the next poll need not confirm it).
+* Polling (``GetTask``) reports each agent message once: the task's history holds the
+  steps since the last poll, and a status already seen is not news.
 """
 
 from __future__ import annotations
@@ -46,15 +49,11 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from a2a.utils.errors import A2AError, TaskNotCancelableError
 
 from dsh.subagent import RunHandle, StartFailed, SubagentResult, SubagentStartRequest, SubagentUsage
-from dsh.subagent.kit import Lineage, RemoteRun
+from dsh.subagent.kit import LINEAGE_EXTENSION_URI, Lineage, RemoteRun
 from dsh.subagent_a2a._config import A2AProviderConfig
 from dsh.subagent_a2a._fold import TaskFold, plain, state_name
 
 __all__ = ["LINEAGE_EXTENSION_URI", "A2ARun"]
-
-LINEAGE_EXTENSION_URI = "https://dsh-dev.github.io/dsh/a2a/extensions/dsh/v1"
-"""The agent card extension of an agent that honours dsh's depth limit (``dsh a2a``
-declares it with ``params.depthLimit = true``)."""
 
 _BINDINGS: dict[str, str] = {
     "jsonrpc": TransportProtocol.JSONRPC.value,
@@ -85,6 +84,8 @@ class A2ARun(RemoteRun):
         self._secrets: list[str] = []
         self._task_known = asyncio.Event()
         self._closed = False
+        self._following: anyio.CancelScope | None = None
+        """Around the stream or the polls: cancelled once the task is known to be over."""
 
     # -- the hooks --------------------------------------------------------------------
 
@@ -138,13 +139,16 @@ class A2ARun(RemoteRun):
         self.stages.enter("SendStreamingMessage" if self.streaming else "SendMessage")
         try:
             with anyio.CancelScope() as scope:
+                self._following = scope
                 await self._follow(client, request, scope)
         except (A2AError, httpx.HTTPError):
             if self.fold.task_id is None or self.fold.finished or self.stop.aborted:
                 raise
             # the stream broke off, but the task exists: follow it by polling
         if not self.fold.finished:
-            await self._poll(client)
+            with anyio.CancelScope() as scope:
+                self._following = scope
+                await self._poll(client)
         return await self._result()
 
     async def _follow(
@@ -163,7 +167,9 @@ class A2ARun(RemoteRun):
                 scope.cancel()
 
     async def cancel(self) -> bool | None:
-        """``CancelTask`` for the run's task (True once sent)."""
+        """``CancelTask`` for the run's task (True once sent). Its answer is the task as
+        the cancel left it: when that says the task is over (``canceled``), the turn
+        ends at once, without waiting for the stream or the next poll to say so."""
         client = self.client
         if client is None or self._closed:
             return None
@@ -176,9 +182,13 @@ class A2ARun(RemoteRun):
         if task_id is None:
             return False
         try:
-            await client.cancel_task(CancelTaskRequest(id=task_id))
+            answer = await client.cancel_task(CancelTaskRequest(id=task_id))
         except TaskNotCancelableError:
             return True  # it has ended already; the turn sees how
+        if answer.id == task_id:
+            self.fold.feed_task(answer)
+            if self.fold.finished and self._following is not None:
+                self._following.cancel()
         return True
 
     async def close(self) -> None:

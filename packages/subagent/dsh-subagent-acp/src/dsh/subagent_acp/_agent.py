@@ -22,6 +22,7 @@ from dsh.subprocess import (
     PooledProcess,
     ProcessStartError,
     RunTag,
+    Sandbox,
     Starting,
 )
 
@@ -148,19 +149,25 @@ async def start_pooled(
     config: AcpProviderConfig,
     env: Mapping[str, str],
     cwd: str,
+    sandbox: Sandbox | None = None,
 ) -> AcpAgentProcess:
     """Start one agent process for the pool and ``initialize`` it.
 
     Its environment is the provider's (no run's depth variables: a pooled process
     serves runs of any depth, whose lineage goes in each session's ``_meta.dsh``),
-    and it gets a run tag of its own. A failure raises
+    and it gets a run tag of its own; it runs in ``sandbox`` (the pool's). A failure raises
     :class:`~dsh.subagent.StartFailed` naming the stage, with the agent's stderr tail;
     the process is stopped first.
     """
     stages = Stages(provider)
     try:
         child = await ChildProcess.start(
-            config.argv, env=env, cwd=cwd, what=f"{provider} agent", tag=RunTag()
+            config.argv,
+            env=env,
+            cwd=cwd,
+            what=f"{provider} agent",
+            tag=RunTag(),
+            sandbox=sandbox,
         )
     except ProcessStartError as exc:
         raise StartFailed(str(exc)) from exc

@@ -33,7 +33,20 @@ class AcpProviderConfig(SubprocessConfig):
     """Provider name in ``ctx.subagents``; give each row its own to run several agents."""
     permission: Literal["reject", "allow"] = "reject"
     """How the agent's permission requests are answered: ``reject`` selects a
-    reject option, ``allow`` an allow-once option."""
+    reject option, ``allow`` an allow-once option. An agent only asks in a mode that
+    asks: see ``session_mode``."""
+    session_mode: str | None = Field(None, min_length=1, max_length=128)
+    """The ACP session mode (its id) the agent is put in after ``session/new``, with
+    ``session/set_mode`` unless it is in it already. Unset: under ``permission =
+    "reject"``, a mode that asks before acting (the first offered of ``default``,
+    ``read-only``), when the agent offers modes; under ``allow``, the agent's own."""
+    on_unconfirmed: Literal["refuse", "warn"] | None = None
+    """What happens when the agent does not confirm that mode (it offers no mode that
+    asks, or not ``session_mode``, or answers ``session/set_mode`` with an error; with
+    ``session_mode`` set, also when it offers no modes at all): ``refuse`` fails the
+    start with a diagnostic, ``warn`` logs a warning and runs the agent in its own
+    mode. Unset: ``refuse`` under ``permission = "reject"`` (an agent that approves
+    its own tool calls would make the policy a lie), ``warn`` under ``allow``."""
     depth_limit: bool = False
     """The agent honours dsh's delegation depth limit (``dsh acp`` does): the provider
     then has the ``depth_limit`` capability, so a numeric ``max_depth`` can be asked
@@ -49,3 +62,10 @@ class AcpProviderConfig(SubprocessConfig):
     each run then takes an initialized agent and opens its own session on it (one
     run per process at a time). Off by default (``size = 0``): children of one
     process share what the agent keeps in memory between sessions; see the docs."""
+
+    @property
+    def unconfirmed_policy(self) -> Literal["refuse", "warn"]:
+        """``on_unconfirmed``, or its default for the ``permission`` policy."""
+        if self.on_unconfirmed is not None:
+            return self.on_unconfirmed
+        return "refuse" if self.permission == "reject" else "warn"

@@ -12,7 +12,9 @@ __all__ = ["plugin"]
 
 def apply(ctx: Context, config: AcpProviderConfig, effects: EffectScope) -> None:
     """Register an ACP provider named ``config.name`` (``acp`` by default); with a pool,
-    warm it up now (it closes with the context, or when the row is unloaded)."""
+    warm it up now (it closes with the context, or when the row is unloaded). A row
+    ``sandbox`` wider than the preset's ``[sandbox]`` fails the load."""
+    config.sandbox_policy(ctx.sandbox, strict=True, what=f'the "{config.name}" provider')
     provider = AcpProvider(config)
     effects.add(SubagentRuntime.of(ctx).register_provider(provider))
     effects.add(provider.aclose)

@@ -15,7 +15,7 @@ from dsh.subagent.kit import process_max_running
 from dsh.subagent_acp._agent import AcpAgentProcess, start_pooled
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._run import AcpRun
-from dsh.subprocess import PoolsByContext, ProcessPool, provider_env
+from dsh.subprocess import PoolsByContext, ProcessPool, provider_env, provider_sandbox
 
 __all__ = ["AcpProvider"]
 
@@ -35,6 +35,10 @@ class AcpProvider:
 
     With ``pool.size`` > 0 each context keeps that many initialized agent processes
     (:meth:`pool`); a run takes one, opens its own session, and gives it back.
+
+    The agent process runs in the delegating agent's sandbox (narrowed by the row's
+    ``sandbox``), network kept; a dsh agent applies the policy, passed in
+    ``DSH_SANDBOX``, to its own tools.
     """
 
     inherits_parent_context = False
@@ -72,14 +76,20 @@ class AcpProvider:
 
     def _make_pool(self, ctx: Context) -> ProcessPool[AcpAgentProcess]:
         config = self.config
-        env = provider_env(config)  # no run's depth variables: those go in _meta.dsh
+        # no run's depth variables (those go in _meta.dsh); OTEL_* while tracing is on
+        env = provider_env(config, telemetry=ctx.tracing.enabled)
         cwd = config.cwd or ctx.cwd
+        sandbox = provider_sandbox(config, ctx.sandbox, env)
+        start = functools.partial(
+            start_pooled, provider=self.name, config=config, env=env, cwd=cwd, sandbox=sandbox
+        )
         return ProcessPool(
-            functools.partial(start_pooled, provider=self.name, config=config, env=env, cwd=cwd),
+            start,
             config.pool,
             name=self.name,
             env=env,
             cwd=cwd,
+            sandbox=sandbox,
             start_timeout=config.start_timeout,
             eof_grace=config.eof_grace,
             term_grace=config.term_grace,

@@ -23,6 +23,7 @@ from dsh.subagent_acp._agent import AcpAgentProcess, describe_failure
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._connection import AcpConnection, LinkError, RemoteError
 from dsh.subagent_acp._fold import SessionFold
+from dsh.subagent_acp._modes import select_mode
 from dsh.subprocess import ProcessPool, SubprocessRun
 
 __all__ = ["STOP_REASONS", "AcpRun"]
@@ -58,8 +59,7 @@ class AcpRun(SubprocessRun):
         pool: ProcessPool[AcpAgentProcess] | None = None,
     ) -> None:
         super().__init__(provider, request, config)
-        if pool is not None and self.child_env(lineage=False) != pool.env:
-            pool = None  # the environment changed since the pool started: a process of its own
+        self.passes_telemetry = True  # a dsh acp child traces with OTEL_* and DSH_OTEL
         self.pool = pool
         """The provider's warm pool (None: the run starts its own agent process)."""
         self.fold = SessionFold()
@@ -70,6 +70,11 @@ class AcpRun(SubprocessRun):
         self.decisions: dict[str, int] = {}
         """How many permission requests got each answer (option kind or ``cancelled``)."""
         self.cancelled = False
+        self.mode: str | None = None
+        """The session mode the agent confirmed (None: none, or not known)."""
+        self.mode_warning: str | None = None
+        """Why the agent runs in its own mode although the row wanted another
+        (``on_unconfirmed = "warn"``)."""
         self._reported_usage = SubagentUsage.unknown()
         self._clean = False
         self._released = False
@@ -78,7 +83,10 @@ class AcpRun(SubprocessRun):
     # -- the hooks --------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Spawn the agent and ``initialize`` it (or take a warm one), ``session/new``."""
+        """Spawn the agent and ``initialize`` it (or take a warm one), ``session/new``,
+        then the row's session mode (:mod:`._modes`)."""
+        if self.pool is not None and not self.usable_pool(self.pool, self.child_env(lineage=False)):
+            self.pool = None  # another environment or sandbox than the pool's: its own process
         if self.pool is None:
             child = await self.spawn(what=f"{self.provider} agent")
             self._use(AcpAgentProcess(child, self.config))
@@ -117,6 +125,9 @@ class AcpRun(SubprocessRun):
                 f"{self.provider} session/new failed: the agent answered without a sessionId"
             )
         self.session_id = self.fold.session_id = session_id
+        self.mode, self.mode_warning = await select_mode(
+            self.conn, session_id, session, self.config, self.stages
+        )
 
     async def turn(self) -> SubagentResult:
         """``session/prompt`` with the prompt's text blocks; map the stop reason."""
@@ -227,6 +238,8 @@ class AcpRun(SubprocessRun):
         """Notices the agent sent, then its stderr tail (of a pooled process: what it
         wrote while this run held it)."""
         parts = []
+        if self.mode_warning:
+            parts.append(self.mode_warning)
         if self.fold.notices:
             parts.append("agent notices: " + "; ".join(self.fold.notices[-3:]))
         if self.child is not None:

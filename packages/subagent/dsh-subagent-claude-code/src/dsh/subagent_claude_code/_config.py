@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -70,6 +71,16 @@ class ClaudeCodeConfig(SubprocessConfig):
     cancel_grace: float = Field(2.0, ge=0)
     """Seconds a cancelled (or timed-out) CLI gets to end its turn after the interrupt
     request (it takes tens of milliseconds) before it is stopped anyway."""
+
+    def writable_state(self, env: Mapping[str, str]) -> list[str]:
+        """``state_dirs`` and the CLI's own: its config directory (``CLAUDE_CONFIG_DIR``,
+        else ``$HOME/.claude``: sessions, todos, settings) and ``CLAUDE_CODE_TMPDIR`` when
+        set (else its temporary files go to the sandbox's private ``TMPDIR``)."""
+        home = env.get("HOME") or os.path.expanduser("~")
+        dirs = [env.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")]
+        if env.get("CLAUDE_CODE_TMPDIR"):
+            dirs.append(env["CLAUDE_CODE_TMPDIR"])
+        return [*super().writable_state(env), *dirs]
 
     @model_validator(mode="before")
     @classmethod

@@ -11,7 +11,9 @@ __all__ = ["plugin"]
 
 
 def apply(ctx: Context, config: ClaudeCodeConfig, effects: EffectScope) -> None:
-    """Register a ``claude-code`` provider (named ``config.name``) with ``ctx.subagents``."""
+    """Register a ``claude-code`` provider (named ``config.name``) with ``ctx.subagents``.
+    A row ``sandbox`` wider than the preset's ``[sandbox]`` fails the load."""
+    config.sandbox_policy(ctx.sandbox, strict=True, what=f'the "{config.name}" provider')
     effects.add(SubagentRuntime.of(ctx).register_provider(ClaudeCodeProvider(config)))
 
 

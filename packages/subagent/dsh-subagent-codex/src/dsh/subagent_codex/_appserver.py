@@ -34,7 +34,14 @@ from dsh.subagent_codex._rpc import (
     ServerRequest,
     ServerRequestAnswer,
 )
-from dsh.subprocess import ChildProcess, PooledProcess, ProcessStartError, RunTag, Starting
+from dsh.subprocess import (
+    ChildProcess,
+    PooledProcess,
+    ProcessStartError,
+    RunTag,
+    Sandbox,
+    Starting,
+)
 
 __all__ = [
     "INSTALL_HINT",
@@ -270,12 +277,18 @@ def base_extra_env(config: CodexConfig) -> dict[str, str]:
 
 
 async def start_pooled(
-    starting: Starting, *, config: CodexConfig, env: Mapping[str, str], cwd: str
+    starting: Starting,
+    *,
+    config: CodexConfig,
+    env: Mapping[str, str],
+    cwd: str,
+    sandbox: Sandbox | None = None,
 ) -> CodexAppServer:
     """Start one app-server for the pool and handshake (``initialize``, ``initialized``).
 
     Its environment is the provider's, with no run's depth variables (those go in
-    each thread's ``config``) and no trace context. A failure raises
+    each thread's ``config``) and no trace context; it runs in ``sandbox`` (the pool's).
+    A failure raises
     :class:`~dsh.subagent.StartFailed` naming the stage, with codex's stderr tail; the
     process is stopped first.
     """
@@ -290,7 +303,12 @@ async def start_pooled(
             ) from exc
     try:
         child = await ChildProcess.start(
-            config.argv, env=env, cwd=cwd, what=f"{config.name} app-server", tag=RunTag()
+            config.argv,
+            env=env,
+            cwd=cwd,
+            what=f"{config.name} app-server",
+            tag=RunTag(),
+            sandbox=sandbox,
         )
     except ProcessStartError as exc:
         raise StartFailed(f"{exc}; {INSTALL_HINT}") from exc

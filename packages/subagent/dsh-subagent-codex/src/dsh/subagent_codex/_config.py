@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from dsh.core import SandboxPolicy
 from dsh.subprocess import PoolConfig, SubprocessConfig
 
 __all__ = [
@@ -50,6 +51,8 @@ PERMISSION_MODES: Mapping[str, PermissionSettings] = {
 """``permission_mode`` → sandbox, approval policy and the answer to approval requests."""
 
 _RENAMED = {"startup_timeout": "start_timeout"}
+_CODEX_WIDTH = {"read-only": 0, "workspace-write": 1, "danger-full-access": 2}
+"""codex's sandbox modes, narrowest first (dsh's mode names are codex's)."""
 
 
 class CodexPoolConfig(PoolConfig):
@@ -134,6 +137,36 @@ class CodexConfig(SubprocessConfig):
                 raise ValueError(f"config_overrides key {key!r} is not a dotted TOML key")
             toml_value(item)  # raises for values TOML cannot hold
         return value
+
+    def writable_state(self, env: Mapping[str, str]) -> list[str]:
+        """``state_dirs``, codex's home (``CODEX_HOME``: ``codex_home``, else the child's
+        ``$CODEX_HOME``, else ``$HOME/.codex``: its sessions, logs and caches) and
+        ``/tmp/codex-daemon-<uid>``, where codex's own command sandbox keeps its state
+        (a fixed path: the sandbox's ``/tmp`` is read-only otherwise)."""
+        home = self.codex_home or env.get("CODEX_HOME")
+        if home is None:
+            home = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".codex")
+        daemon = f"/tmp/codex-daemon-{os.getuid()}"
+        return [*super().writable_state(env), home, daemon]
+
+    def sandbox_settings(self, policy: SandboxPolicy, cwd: str) -> dict[str, Any]:
+        """What ``thread/start`` carries for the sandbox ``policy`` (the agent's, which
+        codex's own sandbox then applies to its commands): ``sandbox``, the narrower of
+        :attr:`permission_mode`'s and the policy's mode, and in ``config`` the policy's
+        network and writable roots for ``workspace-write`` (``/tmp`` left out)."""
+        sandbox = self.permissions.sandbox
+        if policy.enabled and _CODEX_WIDTH[sandbox] > _CODEX_WIDTH[policy.mode]:
+            sandbox = policy.mode
+        settings: dict[str, Any] = {"sandbox": sandbox}
+        if policy.enabled and sandbox == "workspace-write":
+            roots = [d for d in policy.writable_dirs(cwd) if d != os.path.realpath(cwd)]
+            settings["config"] = {
+                "sandbox_workspace_write.network_access": policy.network,
+                "sandbox_workspace_write.writable_roots": roots,
+                # /tmp is read-only in dsh's sandbox (TMPDIR is its private one)
+                "sandbox_workspace_write.exclude_slash_tmp": True,
+            }
+        return settings
 
     @property
     def permissions(self) -> PermissionSettings:

@@ -16,7 +16,7 @@ from dsh.subagent.kit import process_max_running
 from dsh.subagent_codex._appserver import CodexAppServer, base_extra_env, start_pooled
 from dsh.subagent_codex._config import CodexConfig
 from dsh.subagent_codex._run import CodexRun
-from dsh.subprocess import PoolsByContext, ProcessPool, provider_env
+from dsh.subprocess import PoolsByContext, ProcessPool, provider_env, provider_sandbox
 
 __all__ = ["CodexProvider", "plugin"]
 
@@ -31,6 +31,10 @@ class CodexProvider:
 
     With ``pool.size`` > 0 each context keeps that many handshaken app-servers
     (:meth:`pool`); a run takes one, starts its own thread on it, and gives it back.
+
+    The app-server runs in the delegating agent's sandbox (narrowed by the row's
+    ``sandbox``; network kept, ``CODEX_HOME`` writable), and each thread's own codex
+    sandbox is never wider than that policy (:meth:`CodexConfig.sandbox_settings`).
     """
 
     inherits_parent_context = False
@@ -71,12 +75,14 @@ class CodexProvider:
         # no run's depth variables (each thread gets them) and no trace context
         env = provider_env(config, base_extra_env(config))
         cwd = config.cwd or ctx.cwd
+        sandbox = provider_sandbox(config, ctx.sandbox, env)
         return ProcessPool(
-            functools.partial(start_pooled, config=config, env=env, cwd=cwd),
+            functools.partial(start_pooled, config=config, env=env, cwd=cwd, sandbox=sandbox),
             config.pool,
             name=self.name,
             env=env,
             cwd=cwd,
+            sandbox=sandbox,
             concurrency=config.pool.concurrency,
             start_timeout=config.start_timeout,
             eof_grace=config.eof_grace,
@@ -86,7 +92,9 @@ class CodexProvider:
 
 def _apply(ctx: Context, config: CodexConfig, effects: EffectScope) -> None:
     """Register a codex provider named ``config.name`` (default ``codex``); with a pool,
-    warm it up now (it closes with the context, or when the row is unloaded)."""
+    warm it up now (it closes with the context, or when the row is unloaded). A row
+    ``sandbox`` wider than the preset's ``[sandbox]`` fails the load."""
+    config.sandbox_policy(ctx.sandbox, strict=True, what=f'the "{config.name}" provider')
     provider = CodexProvider(config)
     effects.add(SubagentRuntime.of(ctx).register_provider(provider))
     effects.add(provider.aclose)

@@ -75,8 +75,6 @@ class CodexRun(SubprocessRun):
         pool: ProcessPool[CodexAppServer] | None = None,
     ) -> None:
         super().__init__(config.name, request, config)
-        if pool is not None and self.child_env(self.extra_env(), lineage=False) != pool.env:
-            pool = None  # this run needs another environment (a trace context...): its own
         self.pool = pool
         """The provider's warm pool (None: the run starts its own app-server)."""
         self.server: CodexAppServer | None = None
@@ -100,6 +98,9 @@ class CodexRun(SubprocessRun):
             raise InvalidRequest(
                 f"{self.provider} provider: the prompt has no text (codex takes text prompts only)"
             )
+        env = self.child_env(self.extra_env(), lineage=False)
+        if self.pool is not None and not self.usable_pool(self.pool, env):
+            self.pool = None  # another environment (a trace context...) or sandbox: its own
         if self.pool is None:
             await self._start_own()
             await self._start_thread()
@@ -122,11 +123,12 @@ class CodexRun(SubprocessRun):
     async def _start_thread(self) -> None:
         self.stages.enter("thread-start")
         settings = self.config.permissions
+        sandbox = self.config.sandbox_settings(self.policy, self.cwd)
         params: dict[str, Any] = {
             "cwd": self.cwd,
             "ephemeral": True,
             "approvalPolicy": settings.approval_policy,
-            "sandbox": settings.sandbox,
+            **sandbox,
         }
         if self.config.model is not None:
             params["model"] = self.config.model
@@ -138,8 +140,11 @@ class CodexRun(SubprocessRun):
         if self.pool is not None:
             # the shared process has no run's depth variables: the thread's commands get them
             params["config"] = {
-                f"shell_environment_policy.set.{name}": value
-                for name, value in self.lineage.env().items()
+                **params.get("config", {}),
+                **{
+                    f"shell_environment_policy.set.{name}": value
+                    for name, value in self.lineage.env().items()
+                },
             }
             self._thread_key = json.dumps(params, sort_keys=True)
             self._thread_params = params

@@ -20,7 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dsh.core import Agent, BoundModel, Event, PromptSections, ToolError, ToolView, text_of
+from dsh.core import (
+    Agent,
+    BoundModel,
+    Event,
+    PromptSections,
+    SandboxError,
+    ToolError,
+    ToolView,
+    text_of,
+)
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
     InvalidRequest,
@@ -165,7 +174,10 @@ class InProcessProvider:
                 label=request.label,
                 max_steps=options.max_steps,
                 prompt=self._child_prompt(base, request.persona),
+                sandbox=options.sandbox,
             )
+        except SandboxError as exc:
+            raise InvalidRequest(f"invalid agent_options: {exc}") from None
         except ValueError as exc:
             raise InvalidRequest(f"invalid agent_options: {exc}") from None
         return child
@@ -268,12 +280,10 @@ class _ChildHandle(RunHandle):
         "capture",
         "child",
         "descriptor",
-        "input_tokens",
         "output",
-        "output_tokens",
         "turn_start",
         "unlink",
-        "usage_seen",
+        "usage",
     )
 
     def __init__(
@@ -291,8 +301,8 @@ class _ChildHandle(RunHandle):
         self.descriptor = descriptor
         self.turn_start = -1
         self.output = ""
-        self.input_tokens = self.output_tokens = 0
-        self.usage_seen = False
+        self.usage: SubagentUsage | None = None
+        """The child's model usage so far (cost and cached tokens where reported)."""
 
     # -- the child's events ------------------------------------------------------------
 
@@ -307,9 +317,8 @@ class _ChildHandle(RunHandle):
                     self.output = text
             usage = data.get("usage")
             if usage:
-                self.usage_seen = True
-                self.input_tokens += int(usage.get("input_tokens", 0))
-                self.output_tokens += int(usage.get("output_tokens", 0))
+                call = SubagentUsage.from_json(usage)
+                self.usage = call if self.usage is None else self.usage + call
         elif kind == "turn/start":
             if self.turn_start < 0:
                 self.turn_start = event.seq
@@ -323,11 +332,7 @@ class _ChildHandle(RunHandle):
 
     def _outcome(self, end: Event) -> SubagentResult:
         output = self.output
-        usage = (
-            SubagentUsage(self.input_tokens, self.output_tokens)
-            if self.usage_seen
-            else SubagentUsage.unknown()
-        )
+        usage = self.usage if self.usage is not None else SubagentUsage.unknown()
         turn_stop = str(end.data.get("stop_reason"))
         stop = _STOP_MAP.get(turn_stop, "error")
         error = end.data.get("error")
@@ -388,11 +393,11 @@ _TOOL_OUTPUT_EXCERPT = 400
 class _ProgressMapper:
     """The child's events as progress items (attached only while someone listens)."""
 
-    __slots__ = ("handle", "input_tokens", "output_tokens")
+    __slots__ = ("handle", "usage")
 
     def __init__(self, handle: RunHandle) -> None:
         self.handle = handle
-        self.input_tokens = self.output_tokens = 0
+        self.usage = SubagentUsage()
 
     def __call__(self, event: Event) -> None:
         kind = event.type
@@ -429,10 +434,5 @@ class _ProgressMapper:
         elif kind == "assistant/message":
             usage = data.get("usage")
             if usage:
-                self.input_tokens += int(usage.get("input_tokens", 0))
-                self.output_tokens += int(usage.get("output_tokens", 0))
-                emit(
-                    SubagentProgress(
-                        "usage", usage=SubagentUsage(self.input_tokens, self.output_tokens)
-                    )
-                )
+                self.usage = self.usage + SubagentUsage.from_json(usage)
+                emit(SubagentProgress("usage", usage=self.usage))

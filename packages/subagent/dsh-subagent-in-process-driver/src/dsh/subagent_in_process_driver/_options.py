@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dsh.core import ModelConfig, validation_problems
+from dsh.core import ModelConfig, SandboxConfig, validation_problems
 from dsh.subagent import InvalidRequest
 
 __all__ = ["InProcessAgentOptions", "parse_agent_options"]
@@ -22,6 +22,9 @@ class InProcessAgentOptions(BaseModel):
     """The child's model (default: the parent's)."""
     max_steps: int | None = Field(None, ge=1)
     """Model calls allowed per turn (default: the context's)."""
+    sandbox: SandboxConfig | None = None
+    """Narrows the child's sandbox (``{ mode = "read-only" }``); a child never gets more
+    than its parent: asking for more fails the start."""
 
 
 _EMPTY = InProcessAgentOptions()

@@ -194,7 +194,7 @@ class DelegationActivity:
             beat.cancel()
             with contextlib.suppress(BaseException):
                 await beat
-        return await self._outcome(spec, result, window)
+        return await self._outcome(spec, result, window, run.local_agent)
 
     async def _heartbeat(self, spec: DelegationSpec, window: ProgressWindow) -> None:
         # the first beat after one interval: a child that ends sooner costs no heartbeat
@@ -232,14 +232,25 @@ class DelegationActivity:
         )
 
     async def _outcome(
-        self, spec: DelegationSpec, result: SubagentResult, window: ProgressWindow
+        self,
+        spec: DelegationSpec,
+        result: SubagentResult,
+        window: ProgressWindow,
+        child: Agent | None = None,
     ) -> DelegationOutcome:
+        usage = result.usage
+        if child is not None:
+            # an in-process child's result counts its own turns only; what its own
+            # delegations (the parent's grandchildren) spent is in this worker's ledger
+            below = SubagentRuntime.of(self.ctx).usage(child)
+            if below.runs:
+                usage = usage + below.total
         outcome = DelegationOutcome(
             result.stop_reason,
             output=result.output,
             structured=result.structured,
             diagnostic=result.diagnostic,
-            usage=result.usage.to_json(),
+            usage=usage.to_json(),
             attempt=window.attempt,
             worker=self.identity,
             progress=window.tail(),

@@ -21,10 +21,10 @@ import asyncio
 import contextvars
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from dsh.subagent import SubagentProgress
 from dsh.subagent_temporal._live import ProgressReader
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from dsh.subagent_temporal._config import TemporalProviderConfig
 
-__all__ = ["BATCH_BYTES", "Batch", "Batcher", "Member", "Pending"]
+__all__ = ["BATCH_BYTES", "Batch", "Batcher", "Delivery", "Member", "Pending"]
 
 _log = logging.getLogger("dsh.subagent_temporal")
 
@@ -263,16 +263,14 @@ class Batch:
 
     # -- cancel -----------------------------------------------------------------------
 
-    async def cancel(self, member: Member, reason: str) -> bool:
-        """Ask the workflow to cancel ``member``'s delegation."""
-        try:
-            await self.handle.signal(
-                CANCEL_SIGNAL, CancelRequest([member.activity_id], reason), rpc_timeout=_RPC_TIMEOUT
-            )
-        except Exception as exc:
-            _log.debug("cancelling %s failed: %s", member.run_id, exc)
-            return False
-        return True
+    async def cancel(self, member: Member, reason: str, *, within: float | None = None) -> Delivery:
+        """Ask the workflow to cancel ``member``'s delegation (trying for ``within`` s)."""
+        request = CancelRequest([member.activity_id], reason)
+        return await self._deliver(
+            lambda timeout: self.handle.signal(CANCEL_SIGNAL, request, rpc_timeout=timeout),
+            within,
+            f"cancelling {member.run_id}",
+        )
 
     def give_up(self, member: Member) -> bool:
         """``member``'s run stops waiting without its outcome; True when nothing of the
@@ -283,13 +281,40 @@ class Batch:
             return False
         return len(self.given_up | set(self.resolved)) >= self.size
 
-    async def terminate(self, reason: str) -> None:
+    async def terminate(self, reason: str, *, within: float | None = None) -> Delivery:
         """End the whole workflow now (no worker needed; its activities' workers see it
         at their next heartbeat and dispose their children)."""
+        return await self._deliver(
+            lambda timeout: self.handle.terminate(reason=reason, rpc_timeout=timeout),
+            within,
+            f"terminating {self.workflow_id}",
+        )
+
+    async def _deliver(
+        self,
+        call: Callable[[timedelta], Awaitable[object]],
+        within: float | None,
+        what: str,
+    ) -> Delivery:
+        from temporalio.service import RPCError
+
+        status: Literal["unreachable", "refused"]
+        limit = _RPC_TIMEOUT if within is None else timedelta(seconds=max(within, 0.05))
         try:
-            await self.handle.terminate(reason=reason, rpc_timeout=_RPC_TIMEOUT)
-        except Exception as exc:
-            _log.debug("terminating %s failed: %s", self.workflow_id, exc)
+            await asyncio.wait_for(call(limit), limit.total_seconds() + 0.5)
+        except TimeoutError:
+            detail = f"no answer within {limit.total_seconds():g} s"
+            status = "unreachable"
+        except RPCError as exc:
+            detail = exc.message or exc.status.name
+            status = "unreachable" if exc.status.name in _UNREACHABLE else "refused"
+        except Exception as exc:  # the SDK's client errors: the server is not there
+            detail = f"{type(exc).__name__}: {exc}"
+            status = "unreachable"
+        else:
+            return Delivery("sent", "")
+        _log.debug("%s failed (%s): %s", what, status, detail)
+        return Delivery(status, detail)
 
     # -- progress ---------------------------------------------------------------------
 
@@ -321,6 +346,15 @@ class Batch:
             except Exception as exc:
                 _log.debug("progress of %s: %s", self.workflow_id, exc)
             await asyncio.sleep(self.config.progress_interval)
+
+
+class Delivery(NamedTuple):
+    """What became of a cancel or terminate request: ``sent``; ``unreachable`` (the
+    server could not be reached: nothing was delivered); ``refused`` (the server said
+    no: the workflow is over, or the request is not allowed)."""
+
+    status: Literal["sent", "unreachable", "refused"]
+    detail: str
 
 
 @dataclass

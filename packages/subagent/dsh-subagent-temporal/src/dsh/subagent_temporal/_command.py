@@ -23,7 +23,13 @@ class WorkerCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The options of ``dsh worker`` (see docs/providers/temporal.md)."""
-        from dsh.core.argtypes import non_negative_float, positive_float, positive_int
+        from dsh.core.argtypes import (
+            add_otel_argument,
+            add_trust_argument,
+            non_negative_float,
+            positive_float,
+            positive_int,
+        )
 
         parser.description = (
             "Poll a Temporal task queue and run the delegations parents send with the"
@@ -38,6 +44,8 @@ class WorkerCommand:
             help="the worker's preset: the providers, model and tools children get"
             " (default: ./dsh.toml, else the standard preset)",
         )
+        add_trust_argument(parser)
+        add_otel_argument(parser)
         parser.add_argument(
             "--task-queue",
             default=os.environ.get("DSH_TEMPORAL_TASK_QUEUE", "dsh-delegations"),
@@ -92,11 +100,13 @@ class WorkerCommand:
             level=getattr(logging, args.log_level.upper(), logging.WARNING),
             format="dsh worker: %(levelname)s %(name)s: %(message)s",
         )
-        from dsh.core import PresetError, find_preset
+        from dsh.core import TRACING_SWITCH_ENV, PresetError, find_preset
         from dsh.subagent_temporal._worker import WorkerOptions, serve
 
+        if args.otel:  # the switch: contexts opened here trace (docs/tracing.md)
+            os.environ[TRACING_SWITCH_ENV] = "1"
         try:
-            preset = find_preset(args.preset)
+            preset = find_preset(args.preset, trust=args.trust)
         except (PresetError, OSError) as exc:
             print(f"dsh worker: {exc}", file=sys.stderr)
             return 2

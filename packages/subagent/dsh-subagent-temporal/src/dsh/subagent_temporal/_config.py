@@ -39,8 +39,11 @@ class RetryConfig(BaseModel):
     maximum_attempts: int = Field(3, ge=0)
     """Attempts in all (0: unlimited, bounded by ``schedule_to_close_timeout``)."""
     initial_interval: float = Field(1.0, gt=0)
+    """Seconds before the first retry."""
     backoff_coefficient: float = Field(2.0, ge=1)
+    """Each further wait is the one before times this."""
     maximum_interval: float = Field(60.0, gt=0)
+    """Longest wait between two attempts, in seconds."""
 
 
 class TemporalProviderConfig(RemoteTimeouts):
@@ -71,6 +74,7 @@ class TemporalProviderConfig(RemoteTimeouts):
     address: str | None = None
     """``host:port`` of the Temporal frontend (default: environment, else localhost:7233)."""
     namespace: str | None = None
+    """Temporal namespace (default: environment, else ``default``)."""
     task_queue: str = Field(DEFAULT_TASK_QUEUE, min_length=1)
     """The queue the workers (``dsh worker --task-queue``) poll."""
     start_to_close_timeout: float = Field(3600.0, gt=0)
@@ -81,6 +85,9 @@ class TemporalProviderConfig(RemoteTimeouts):
     schedule_to_close_timeout: float | None = Field(None, gt=0)
     """Seconds for every attempt together, queueing included (default: no limit)."""
     retry: RetryConfig = RetryConfig()
+    """How often a lost or failed attempt is tried again (a child that *ends*, even
+    with stop reason ``error``, is not): ``maximum_attempts``, ``initial_interval``,
+    ``backoff_coefficient``, ``maximum_interval``."""
     result_store: str | None = None
     """Where bodies over ``inline_limit`` travel (``file:///shared/dir``, an absolute
     path or ``module:attribute``); the workers need the same (``--result-store``)."""
@@ -112,7 +119,9 @@ class TemporalProviderConfig(RemoteTimeouts):
     start_timeout: float = Field(30.0, gt=0)
     turn_timeout: float | None = Field(None, gt=0)
     """No limit by default: ``start_to_close_timeout`` and the retry policy bound a
-    delegation on the workers' side."""
+    delegation on the workers' side. When set, the workflow also cancels the delegation
+    itself ``turn_timeout`` + ``cancel_grace`` + 1 s after it started (a backstop for
+    when the parent cannot reach the server)."""
     cancel_grace: float = Field(11.5, ge=0)
     """Seconds a cancelled delegation gets to confirm (default: ``heartbeat_timeout`` +
     1.5, so a cancel settles within heartbeat timeout + 2 s even when the worker is

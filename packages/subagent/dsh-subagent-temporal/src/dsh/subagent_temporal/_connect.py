@@ -8,18 +8,62 @@ The environment is read the way the ``temporal`` CLI reads it (the SDK's
 ``TEMPORAL_TLS_SERVER_NAME``, a profile (``TEMPORAL_PROFILE``) of a config file
 (``TEMPORAL_CONFIG_FILE``, default ``~/.config/temporalio/temporal.toml``).
 An API key turns TLS on (Temporal Cloud).
+
+The SDK's Rust core writes its log lines (retries while the server is unreachable:
+``WARN temporalio_client::retry: gRPC call ... retried 5 times``) to *stdout* unless
+told otherwise, which breaks ``dsh run --json``. Before the first connection this
+process installs a default SDK runtime that forwards them to the Python logger
+``temporalio.core`` instead (stderr, through ``logging``; warnings and errors only).
+A program that set its own default runtime keeps it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["DEFAULT_ADDRESS", "connect", "connect_kwargs", "describe_target"]
+__all__ = [
+    "CORE_LOGGER",
+    "DEFAULT_ADDRESS",
+    "connect",
+    "connect_kwargs",
+    "describe_target",
+    "route_core_logs",
+]
 
 DEFAULT_ADDRESS = "localhost:7233"
+CORE_LOGGER = "temporalio.core"
+"""The Python logger the SDK core's log lines are forwarded to (never stdout)."""
+
+_routing = threading.Lock()
+_routed = False
+
+
+def route_core_logs() -> None:
+    """Make the SDK's default runtime forward its core's logs to :data:`CORE_LOGGER`
+    (once per process; a default runtime set by someone else is left alone)."""
+    global _routed
+    with _routing:
+        if _routed:
+            return
+        _routed = True
+        from temporalio import runtime as sdk
+
+        existing = getattr(getattr(sdk, "_runtime_ref", None), "_default_runtime", None)
+        if existing is not None:
+            return
+        forwarding = sdk.LogForwardingConfig(logger=logging.getLogger(CORE_LOGGER))
+        logs = sdk.LoggingConfig(
+            filter=sdk.TelemetryFilter(core_level="WARN", other_level="ERROR"),
+            forwarding=forwarding,
+        )
+        with contextlib.suppress(RuntimeError):  # set meanwhile: the program's choice
+            sdk.Runtime.set_default(sdk.Runtime(telemetry=sdk.TelemetryConfig(logging=logs)))
 
 
 def connect_kwargs(address: str | None, namespace: str | None) -> dict[str, Any]:
@@ -53,5 +97,6 @@ async def connect(
 
     from temporalio.client import Client
 
+    route_core_logs()
     kwargs = connect_kwargs(address, namespace)
     return await Client.connect(**kwargs, identity=identity, connect_timeout=timedelta(seconds=10))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import importlib
+import logging
 import weakref
 from datetime import timedelta
 from pathlib import Path
@@ -31,9 +32,15 @@ from dsh.subagent_temporal._store import ResultStore, open_store
 if TYPE_CHECKING:
     from temporalio.client import Client
 
+    from dsh.subagent_temporal._batch import Member
+
 __all__ = ["TemporalProvider"]
 
 _SDK_MODULES = ("temporalio.client", "temporalio.service", "temporalio.exceptions")
+_DELIVERY_PAUSE = 0.5
+_DELIVERY_PAUSE_MAX = 5.0
+"""Seconds between tries to deliver a stop the server could not take (doubling)."""
+_log = logging.getLogger("dsh.subagent_temporal")
 
 
 class TemporalProvider:
@@ -42,7 +49,8 @@ class TemporalProvider:
 
     ``start`` starts the workflow and publishes the run; the result is the workflow's
     outcome; aborting the request's signal cancels the workflow (the worker disposes
-    the child; the run settles ``aborted`` within heartbeat timeout + 2 s).
+    the child; the run settles ``aborted`` within heartbeat timeout + 2 s, or
+    ``error`` if the server could not be reached to deliver the cancel).
     :meth:`reconnect` attaches a new run to a delegation started earlier (by this
     process or one that died); :meth:`outstanding` lists the delegations this parent
     started and has not collected. Capabilities are the inner provider's
@@ -71,6 +79,8 @@ class TemporalProvider:
         self._batcher: Batcher | None = None
         self._batches: dict[str, Batch] = {}
         self._watched: weakref.WeakSet[Context] = weakref.WeakSet()
+        self._deliveries: dict[str, asyncio.Task[None]] = {}
+        """Stops not yet delivered to the server, by run id (see :meth:`deliver_later`)."""
 
     def __repr__(self) -> str:
         return f"<TemporalProvider {self.name}: {self.config.provider} on {self.config.task_queue}>"
@@ -199,6 +209,32 @@ class TemporalProvider:
         return self._batches.get(workflow_id) or self._new_batch(
             workflow_id, size if isinstance(size, int) else None
         )
+
+    def deliver_later(self, ctx: Context, member: Member, reason: str, *, terminate: bool) -> None:
+        """Keep trying to stop ``member``'s delegation (terminate its whole workflow, or
+        signal it to cancel this one) until the server takes the request, while ``ctx``
+        is open: a stop the server could not be told of when the run settled."""
+        key = member.run_id
+        if key in self._deliveries:
+            return
+        batch = member.batch
+
+        async def deliver() -> None:
+            pause = _DELIVERY_PAUSE
+            try:
+                while True:
+                    sent = await (
+                        batch.terminate(reason) if terminate else batch.cancel(member, reason)
+                    )
+                    if sent.status != "unreachable":
+                        _log.info("%s: stop of %s delivered late: %s", self.name, key, sent)
+                        return
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, _DELIVERY_PAUSE_MAX)
+            finally:
+                self._deliveries.pop(key, None)
+
+        self._deliveries[key] = ctx.spawn(deliver)
 
     def target(self) -> str:
         """Where this provider connects (for messages; no credentials)."""

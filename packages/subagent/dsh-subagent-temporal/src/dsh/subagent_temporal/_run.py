@@ -11,7 +11,11 @@
   outcome carries.
 * ``cancel`` — signal the workflow to cancel this delegation: the worker sees it at
   its next heartbeat and disposes the child; the outcome is then ``aborted``. The kit
-  waits ``cancel_grace`` (heartbeat timeout + 1.5 s) for that.
+  waits ``cancel_grace`` (heartbeat timeout + 1.5 s) for that. A cancel (or a
+  ``turn_timeout``) that cannot reach the server is not a stop: the run settles
+  ``error`` saying so, and the provider keeps delivering it in the background once
+  the server answers (while this process runs); the workflow's turn deadline (set
+  from ``turn_timeout``) stops the delegation even if this process is gone by then.
 * ``close`` — a delegation whose end was not seen (its worker is gone, or the start
   was aborted) stays cancel-requested; once no delegation of its workflow is awaited
   any more (a lone one: at once), the workflow is terminated, so no retry starts a
@@ -55,6 +59,12 @@ _log = logging.getLogger("dsh.subagent_temporal")
 
 _START_WAIT = 15.0
 """Seconds an aborted start still waits for the server's answer to its batch's start."""
+_CANCEL_TRY = 5.0
+"""Seconds a cancel tries to reach the server at most (less when ``cancel_grace`` is
+shorter) before the run settles ``error``: the cancel was not delivered."""
+_DEADLINE_MARGIN = 1.0
+"""Seconds the workflow's turn deadline leaves after ``turn_timeout`` + ``cancel_grace``
+(by then a parent that could reach the server has stopped the delegation itself)."""
 
 
 class TemporalRun(RemoteRun):
@@ -84,6 +94,8 @@ class TemporalRun(RemoteRun):
         self._body: tuple[str, Any] | None = None
         self._prompt_ref: BlobRef | None = None
         self._closed = False
+        self.undelivered: str | None = None
+        """Why the run was stopped, when the stop could not be delivered to Temporal."""
 
     # -- hooks ------------------------------------------------------------------------
 
@@ -148,11 +160,27 @@ class TemporalRun(RemoteRun):
         )
 
     async def cancel(self) -> bool | None:
-        """Signal the workflow to cancel this delegation (detached runs: nothing to ask)."""
+        """Signal the workflow to cancel this delegation (detached runs: nothing to ask).
+        If the server cannot be reached, the run settles ``error`` (not ``aborted``: the
+        child may still run) and the cancel is delivered later (see the module docstring)."""
         member = self.member
         if self.detached or member is None or self.finished:
             return None
-        return await member.batch.cancel(member, self.stop.reason or "cancelled by the parent")
+        limit = self.config.turn_timeout
+        timed_out = not self.stop.aborted and limit is not None
+        reason = (
+            f"turn_timeout = {limit:g} s ran out"
+            if timed_out and limit is not None
+            else self.stop.reason or "cancelled by the parent"
+        )
+        budget = min(_CANCEL_TRY, 0.8 * max(self.config.cancel_grace, 0.1))
+        sent = await member.batch.cancel(member, reason, within=budget)
+        if sent.status == "sent":
+            return True
+        if sent.status == "unreachable":
+            self.undelivered = reason
+            self.halt(self._undelivered(reason, sent.detail, timed_out))
+        return False
 
     async def close(self) -> None:
         """Stop following; end what was not seen to end; drop blobs."""
@@ -166,19 +194,56 @@ class TemporalRun(RemoteRun):
         if member is not None:
             member.emit = None
             if not self.finished and not member.outcome.done() and not self.detached:
-                why = (
-                    "the start was aborted"
-                    if not self.published
-                    else f"the parent stopped the delegation ({self.stop.reason or 'cancelled'})"
-                    " and no worker confirmed within cancel_grace"
-                )
-                if member.batch.give_up(member):
-                    await member.batch.terminate(why)
-                elif not self.published:
-                    await member.batch.cancel(member, why)
+                await self._end_unseen(member)
             member.batch.leave(member)
         if self.finished or not self.published:
             await self._drop_blobs()
+
+    async def _end_unseen(self, member: Member) -> None:
+        """End a delegation whose end was not seen: terminate its workflow if nothing
+        else of it is awaited, else (an aborted start) cancel it; what cannot reach
+        the server now is delivered later by the provider."""
+        batch = member.batch
+        everything = batch.give_up(member)
+        if self.undelivered is not None:
+            why = f"the parent stopped the delegation ({self.undelivered}) while Temporal was down"
+            self.owner.deliver_later(self.request.parent.ctx, member, why, terminate=everything)
+            return
+        why = (
+            "the start was aborted"
+            if not self.published
+            else f"the parent stopped the delegation ({self.stop.reason or 'cancelled'})"
+            " and no worker confirmed within cancel_grace"
+        )
+        if everything:
+            sent = await batch.terminate(why)
+        elif not self.published:
+            sent = await batch.cancel(member, why)
+        else:
+            return
+        if sent.status == "unreachable":
+            self.owner.deliver_later(self.request.parent.ctx, member, why, terminate=everything)
+
+    def _undelivered(self, reason: str, detail: str, timed_out: bool) -> str:
+        what = reason if timed_out else f"the parent cancelled it ({reason})"
+        text = (
+            f"{self.provider} cancel failed: {what}, but the cancel could not be delivered:"
+            f" the Temporal server at {self.owner.target()} is unreachable ({detail})."
+            f" The delegation's workflow {split_run_id(self._id)[0]} may still run on the"
+            " workers (a worker that lost the server runs it again once it is back);"
+            " this process delivers the cancel once the server answers, while it runs"
+        )
+        deadline = self._deadline()
+        if deadline is not None:
+            text += f", and the workflow stops it itself {deadline:g} s after it started"
+        return text + " (docs/providers/temporal.md: when the server is down)"
+
+    def _deadline(self) -> float | None:
+        """The workflow's turn deadline: ``turn_timeout`` + ``cancel_grace`` + a margin."""
+        limit = self.config.turn_timeout
+        if limit is None:
+            return None
+        return limit + self.config.cancel_grace + _DEADLINE_MARGIN
 
     def partial_output(self) -> str:
         """The outcome's output once seen."""
@@ -236,6 +301,7 @@ class TemporalRun(RemoteRun):
             retry=RetrySpec(**config.retry.model_dump()),
             inline_limit=config.inline_limit,
             trace=request.parent.ctx.tracing.headers(),
+            turn_deadline=self._deadline(),
         )
         prompt = request.prompt_blocks
         data = json.dumps(prompt, separators=(",", ":")).encode()

@@ -100,6 +100,10 @@ class DelegationSpec:
     """Bytes of result body above which the worker stores it by reference."""
     trace: dict[str, str] = field(default_factory=dict)
     """W3C trace-context headers of the delegation (empty unless the parent traces)."""
+    turn_deadline: float | None = None
+    """Seconds after the workflow started at which the workflow cancels this delegation
+    itself (the parent's ``turn_timeout`` + ``cancel_grace`` + a margin): the backstop
+    for a parent that could not deliver its own stop. None: no deadline."""
 
 
 @dataclass

@@ -7,10 +7,11 @@ workflow and its activity (:mod:`._activity`). ``max_concurrent`` children run a
 once: the host's cores by default, since each may be a process tree of builds and
 tests.
 
-Stopping: the first SIGTERM (or SIGINT) drains: no new work is taken, running
-children get ``grace`` seconds to finish, then they are disposed and their attempts
-handed back to Temporal, which runs them again on another worker. A second signal
-skips the rest of the grace. Every child's process tree is torn down by this
+Stopping: the first SIGTERM (or SIGINT, or SIGHUP: the terminal closed) drains: no
+new work is taken, running children get ``grace`` seconds to finish, then they are
+disposed and their attempts handed back to Temporal, which runs them again on another
+worker; the exit status is 0 whichever of the three asked. A second signal skips the
+rest of the grace. Every child's process tree is torn down by this
 process (the inner provider's dispose: cancel, then the process group is killed);
 if this process is killed outright, its dsh watchdog kills them (the no-orphan
 rules), and a worker restarted on the host sweeps what a crashed one left.
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from dsh.core import Context, Preset
+from dsh.core import Context, Preset, on_stop_signals
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_temporal._activity import DelegationActivity, WorkerStats
 from dsh.subagent_temporal._config import DEFAULT_TASK_QUEUE
@@ -171,14 +172,14 @@ def _start_watchdog() -> None:
 
 
 def serve(options: WorkerOptions) -> int:
-    """Run a worker in this process until SIGTERM / SIGINT (drain) and return the
-    exit status: 0 after a drain, 1 if the worker failed."""
+    """Run a worker in this process until SIGTERM / SIGINT / SIGHUP (drain) and return
+    the exit status: 0 after a drain, whichever signal asked for it; 1 if the worker
+    failed."""
 
     def say(line: str) -> None:
         print(f"dsh worker: {line}", file=sys.stderr, flush=True)
 
     async def main() -> WorkerStats:
-        loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         hurry = asyncio.Event()
         signals = 0
@@ -196,13 +197,8 @@ def serve(options: WorkerOptions) -> int:
                 say("stopping the running children now")
                 hurry.set()
 
-        for number in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(number, on_signal, number)
-        try:
+        with on_stop_signals(on_signal):
             return await run_worker(options, stop=stop, hurry=hurry, on_ready=say)
-        finally:
-            for number in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(number)
 
     try:
         stats = asyncio.run(main())

@@ -20,22 +20,24 @@ cancels all of them. Either way each activity is asked to cancel and waited for
 completes with the child's ``aborted`` outcome (partial output, usage). Activities
 that never completed (cancelled before a worker took them, or every attempt timed out
 or failed) get an outcome in the workflow's result: the workflow itself never fails.
+
+Turn deadlines: a delegation whose spec has a ``turn_deadline`` is cancelled by the
+workflow itself that many seconds after the workflow started (a durable timer). The
+parent stops a delegation at its ``turn_timeout`` on its own; this is the backstop for
+when it could not (the server was unreachable at the time, or the parent is gone): the
+timer fires once the server is back, before a retried attempt can finish the child.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    CancelledError,
-    RetryState,
-    TimeoutError,
-)
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.exceptions import TimeoutError as TemporalTimeout
 
 with workflow.unsafe.imports_passed_through():
     from dsh.subagent_temporal._spec import (
@@ -75,7 +77,7 @@ class DelegationsWorkflow:
                 handle.cancel()
         handles = self._handles
         try:
-            await workflow.wait_condition(lambda: all(h.done() for h in handles.values()))
+            await self._wait(batch.specs)
         except asyncio.CancelledError:
             reason = workflow.cancellation_reason() or "the workflow was cancelled"
             for key, handle in handles.items():
@@ -88,6 +90,38 @@ class DelegationsWorkflow:
             if outcome is not None:
                 result.outcomes[spec.activity_id] = outcome
         return result
+
+    async def _wait(self, specs: list[DelegationSpec]) -> None:
+        """Until every activity is done, cancelling each whose turn deadline passes."""
+        handles = self._handles
+        deadlines = {s.activity_id: s.turn_deadline for s in specs if s.turn_deadline}
+        started = workflow.time()
+        while not all(h.done() for h in handles.values()):
+            waiting = {
+                key: at
+                for key, at in deadlines.items()
+                if not handles[key].done() and key not in self._cancelled
+            }
+            if not waiting:
+                await workflow.wait_condition(lambda: all(h.done() for h in handles.values()))
+                return
+            remaining = min(waiting.values()) - (workflow.time() - started)
+            if remaining > 0.001:
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: all(h.done() for h in handles.values()),
+                        timeout=remaining,
+                        timeout_summary="turn deadline",
+                    )
+                continue
+            elapsed = workflow.time() - started
+            for key, at in waiting.items():
+                if at <= elapsed:
+                    self._cancelled[key] = (
+                        f"its turn deadline ({at:g} s: the parent's turn_timeout and"
+                        " cancel_grace) passed, so the workflow stopped it itself"
+                    )
+                    handles[key].cancel()
 
     @workflow.signal(name=CANCEL_SIGNAL)
     def cancel(self, request: CancelRequest) -> None:
@@ -144,7 +178,7 @@ def _start(spec: DelegationSpec) -> workflow.ActivityHandle[DelegationOutcome]:
 
 def _cancelled(reason: str | None, cause: BaseException | None) -> str:
     text = f"the delegation was cancelled: {reason}" if reason else "the delegation was cancelled"
-    if isinstance(cause, TimeoutError):
+    if isinstance(cause, TemporalTimeout):
         text += " (its worker stopped heartbeating before confirming)"
     return text
 
@@ -153,7 +187,7 @@ def _describe(error: ActivityError, spec: DelegationSpec) -> str:
     cause = error.cause
     attempts = spec.retry.maximum_attempts
     tries = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else ""
-    if isinstance(cause, TimeoutError):
+    if isinstance(cause, TemporalTimeout):
         kind = cause.type.name.lower().replace("_", "-") if cause.type else "unknown"
         if kind == "heartbeat":
             return (

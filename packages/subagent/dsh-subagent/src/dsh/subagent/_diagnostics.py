@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from dsh.core import redact_urls
+
 __all__ = [
     "DIAGNOSTIC_LIMIT",
     "TRUNCATION_SUFFIX",
@@ -36,11 +38,12 @@ def cap_diagnostic(text: str | None) -> str | None:
     """Cap ``text`` at :data:`DIAGNOSTIC_LIMIT` UTF-8 bytes, cut on a character boundary.
 
     A cut text ends with :data:`TRUNCATION_SUFFIX`; the total stays within the limit.
-    Lone surrogates become U+FFFD.
+    Lone surrogates become U+FFFD; credentials in URLs become ``***``
+    (:func:`dsh.core.redact_urls`).
     """
     if text is None:
         return None
-    text = clean_text(text)
+    text = redact_urls(clean_text(text))
     if len(text) * 4 <= DIAGNOSTIC_LIMIT:
         return text
     data = text.encode("utf-8")

@@ -8,6 +8,12 @@ carries that: into a child's environment (``DSH_DELEGATION_DEPTH``,
 metadata (ACP ``_meta``, A2A message metadata) under the key ``dsh``; the child reads
 it back and starts its root agent at that depth, under that limit.
 
+A child in another process always gets a limit: when neither the request nor the
+parent's own lineage sets one (``max_depth = "provider-managed"``), it is
+:data:`DEFAULT_MAX_DEPTH`. So a chain of dsh processes that delegate to each other
+(an ``acp`` row whose agent is ``dsh acp`` with the same preset) stops at that depth
+whatever each preset says; only a numeric ``max_depth`` on the delegating row raises it.
+
 The descendants budget (``max_descendants``) is a snapshot: the runs the parent's
 tree may still start when this child starts (the child itself already counted). The
 child's process caps its own tree at that number; it does not report back what it
@@ -27,7 +33,9 @@ if TYPE_CHECKING:
     from dsh.subagent._types import SubagentStartRequest
 
 __all__ = [
+    "DEFAULT_MAX_DEPTH",
     "DEPTH_VARIABLE",
+    "LINEAGE_EXTENSION_URI",
     "MAX_DEPTH_VARIABLE",
     "MAX_DESCENDANTS_VARIABLE",
     "PARENT_VARIABLE",
@@ -39,6 +47,12 @@ MAX_DEPTH_VARIABLE = "DSH_MAX_DEPTH"
 PARENT_VARIABLE = "DSH_PARENT_SESSION"
 MAX_DESCENDANTS_VARIABLE = "DSH_MAX_DESCENDANTS"
 META_KEY = "dsh"
+LINEAGE_EXTENSION_URI = "urn:dsh:a2a:extension:lineage:v1"
+"""The A2A agent card extension of an agent that honours :class:`Lineage` in
+``metadata.dsh`` (``dsh a2a`` declares it; the ``a2a`` provider's ``depth_limit``
+requires it). A URN: an identifier that no web address has to back."""
+DEFAULT_MAX_DEPTH = 5
+"""The depth limit a child in another process runs under when nothing sets one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +76,10 @@ class Lineage:
         ctx = parent.ctx
         if ctx.has_service("subagents"):
             budget = ctx.subagents.descendants_budget(parent)
-        return cls(
-            parent.depth + 1, effective_max_depth(meta, request.max_depth), parent.id, budget
-        )
+        limit = effective_max_depth(meta, request.max_depth)
+        if limit is None:
+            limit = DEFAULT_MAX_DEPTH
+        return cls(parent.depth + 1, limit, parent.id, budget)
 
     def env(self) -> dict[str, str]:
         """Environment entries for a child process."""

@@ -11,7 +11,9 @@
   :func:`turn_usage` — what an agent's own model calls used in a span of its log.
 * :func:`effective_max_depth` — the depth limit a child of a parent runs under;
   :class:`Lineage` — depth, limit and descendants budget carried to a child in
-  another process.
+  another process (at most :data:`DEFAULT_MAX_DEPTH` deep unless a row sets a number).
+* :data:`LINEAGE_EXTENSION_URI` — the A2A agent card extension of an agent that
+  honours :class:`Lineage` (``dsh a2a`` declares it; the ``a2a`` provider checks it).
 * :func:`process_max_running` — the default cap on running children a provider of
   local processes declares (``max_running = process_max_running()``): the cores.
 
@@ -27,14 +29,16 @@ from dsh.subagent._diagnostics import (
     clean_text,
     redact_secrets,
 )
-from dsh.subagent._lineage import Lineage
+from dsh.subagent._lineage import DEFAULT_MAX_DEPTH, LINEAGE_EXTENSION_URI, Lineage
 from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
 from dsh.subagent._remote import DEFAULT_TURN_TIMEOUT, RemoteRun, RemoteTimeouts, Stages
 from dsh.subagent._validation import effective_max_depth
 
 __all__ = [
+    "DEFAULT_MAX_DEPTH",
     "DEFAULT_TURN_TIMEOUT",
     "DIAGNOSTIC_LIMIT",
+    "LINEAGE_EXTENSION_URI",
     "TRUNCATION_SUFFIX",
     "DelegationRelay",
     "Lineage",

@@ -13,6 +13,10 @@ starts processes:
 * :func:`scrubbed_env` — an allow-listed environment (:data:`EnvVariables` and
   :data:`EnvNames` check a config's ``env`` and ``passthrough_env``); :func:`provider_env` — the
   environment a provider's processes share (what a pooled process runs with).
+* :class:`Sandbox` — a :class:`~dsh.core.SandboxPolicy` applied to one process with
+  bubblewrap (read-only root, writable workspace, protected ``.git``/``.dsh``/presets,
+  own PID namespace, network off unless allowed); ``ChildProcess.start(sandbox=...)``;
+  :func:`provider_sandbox` — the one a provider's child runs in.
 * :class:`ProcessPool` — warm processes for runs to take (:class:`PoolConfig`:
   ``size``, ``max_runs``, ``idle_timeout``), recycled after errors, cancels, too
   many runs, an exit, or idleness; a transport subclasses :class:`PooledProcess`;
@@ -36,7 +40,8 @@ from dsh.subprocess._pool import (
     Starting,
 )
 from dsh.subprocess._process import ChildProcess, Ending
-from dsh.subprocess._run import SubprocessRun, provider_env
+from dsh.subprocess._run import SubprocessRun, provider_env, provider_sandbox
+from dsh.subprocess._sandbox import Sandbox, SandboxUnavailableError, check_sandbox
 from dsh.subprocess._scan import TAG_VARIABLE
 from dsh.subprocess._supervisor import WATCHDOG_MARK, RunTag, watchdog
 from dsh.subprocess._tail import StderrTail
@@ -56,12 +61,16 @@ __all__ = [
     "ProcessPool",
     "ProcessStartError",
     "RunTag",
+    "Sandbox",
+    "SandboxUnavailableError",
     "Starting",
     "StderrTail",
     "SubprocessConfig",
     "SubprocessRun",
     "check_directory",
+    "check_sandbox",
     "provider_env",
+    "provider_sandbox",
     "resolve_child_cwd",
     "scrubbed_env",
     "watchdog",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from pydantic import Field, field_validator
 
+from dsh.core import SandboxConfig, SandboxPolicy
 from dsh.subagent.kit import RemoteTimeouts
 from dsh.subprocess._env import EnvNames, EnvVariables
 
@@ -38,6 +40,26 @@ class SubprocessConfig(RemoteTimeouts):
     """Teardown: seconds the child gets to exit after its stdin closes, before SIGTERM."""
     term_grace: float = Field(2.0, ge=0)
     """Teardown: seconds the child's process group gets after SIGTERM, before SIGKILL."""
+    sandbox: SandboxConfig | None = None
+    """Narrows the sandbox the child process runs in, which is the delegating agent's
+    (``{ mode = "read-only" }``, ``{ network = false }``, ``{ writable_roots = [...] }``);
+    it can never widen it: asking for more than the preset's ``[sandbox]`` fails the
+    load. The child keeps the network whatever this says (it must reach its model):
+    the network setting is passed on to what the child's own tools do."""
+    state_dirs: list[str] = []
+    """Absolute directories the child process writes for its own state (besides those
+    the provider knows for its product, such as ``CODEX_HOME``), writable inside its
+    sandbox; created if missing. Its tools can write them too unless the product
+    applies the sandbox to its tools itself (a dsh child, codex)."""
+
+    @field_validator("state_dirs")
+    @classmethod
+    def _absolute_dirs(cls, value: list[str]) -> list[str]:
+        dirs = [os.path.expanduser(d) for d in value]
+        for original, directory in zip(value, dirs, strict=True):
+            if not os.path.isabs(directory):
+                raise ValueError(f"state_dirs must be absolute paths, got {original!r}")
+        return dirs
 
     @field_validator("cwd")
     @classmethod
@@ -48,6 +70,19 @@ class SubprocessConfig(RemoteTimeouts):
         if not os.path.isabs(expanded):
             raise ValueError(f"cwd must be an absolute path, got {value!r}")
         return expanded
+
+    def sandbox_policy(
+        self, ceiling: SandboxPolicy, *, strict: bool = False, what: str = "this provider row"
+    ) -> SandboxPolicy:
+        """``ceiling`` (the delegating agent's policy, or the context's) narrowed by
+        :attr:`sandbox`. ``strict`` (at load, against the context's): a row that asks
+        for more raises :class:`~dsh.core.SandboxError` naming ``what``."""
+        return ceiling.narrowed(self.sandbox, strict=strict, what=what)
+
+    def writable_state(self, env: Mapping[str, str]) -> list[str]:
+        """The directories a child with environment ``env`` writes for its own state:
+        :attr:`state_dirs`; a provider adds its product's own (override and extend)."""
+        return list(self.state_dirs)
 
     @property
     def argv(self) -> list[str]:

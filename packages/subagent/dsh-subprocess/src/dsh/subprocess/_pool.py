@@ -30,6 +30,13 @@ The rules that keep it honest:
   the owner (a context) closes.
 * Background starts that fail back off (0.5 s doubling to 60 s); a run's own start
   is always tried, and its failure is the run's start failure.
+* Every process of a pool runs in the pool's :attr:`~ProcessPool.sandbox` (the
+  context's policy narrowed by the provider row, in the pool's cwd): a run whose
+  delegating agent has a narrower policy, or that works in another directory, must
+  not take one (it would reach further than its parent may); it starts a process of
+  its own instead (:meth:`dsh.subprocess.SubprocessRun.usable_pool`). Pools are not
+  keyed by policy: a narrowed child is the exception, and a pool per policy would
+  keep processes warm for policies seen once.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dsh.core import Context
 from dsh.subprocess._errors import ProcessStartError
 from dsh.subprocess._process import ChildProcess
+from dsh.subprocess._sandbox import Sandbox
 
 __all__ = [
     "PoolClosed",
@@ -152,8 +160,9 @@ class ProcessPool(Generic[P]):
     ``start(starting)`` starts and handshakes one process (calling
     ``starting.track(child)`` once it is spawned) and returns it, or raises; the pool
     bounds it by ``start_timeout``. ``concurrency`` is how many runs may hold one
-    process at once. ``env`` and ``cwd`` describe what the processes run with (a run
-    that needs another environment must not use the pool).
+    process at once. ``env``, ``cwd`` and ``sandbox`` describe what the processes run
+    with (a run that needs another environment or a narrower sandbox must not use the
+    pool); the start function must start them so.
     """
 
     def __init__(
@@ -164,6 +173,7 @@ class ProcessPool(Generic[P]):
         name: str,
         env: Mapping[str, str],
         cwd: str,
+        sandbox: Sandbox | None = None,
         concurrency: int = 1,
         start_timeout: float = 60.0,
         eof_grace: float = 2.0,
@@ -177,6 +187,8 @@ class ProcessPool(Generic[P]):
         """The environment every process of the pool runs with."""
         self.cwd = cwd
         """The working directory of the processes (runs choose their own session cwd)."""
+        self.sandbox = sandbox
+        """The sandbox every process of the pool runs in (None: none)."""
         self.concurrency = concurrency
         self.start_timeout = start_timeout
         self.eof_grace = eof_grace

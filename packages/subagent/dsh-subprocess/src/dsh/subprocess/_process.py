@@ -19,6 +19,7 @@ it if this process dies.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -33,6 +34,7 @@ from typing import Literal
 import anyio
 
 from dsh.subprocess._errors import ProcessStartError
+from dsh.subprocess._sandbox import Sandbox, check_command
 from dsh.subprocess._scan import TAG_VARIABLE, proc_available
 from dsh.subprocess._supervisor import RunTag, sweep_off_loop, watchdog
 from dsh.subprocess._tail import StderrTail
@@ -95,6 +97,7 @@ class ChildProcess:
         tag: RunTag | None = None,
         stream_limit: int = 64 * 1024 * 1024,
         stderr_tail_bytes: int = 16384,
+        sandbox: Sandbox | None = None,
     ) -> ChildProcess:
         """Start ``argv`` (in a worker thread); a missing or non-executable command
         raises :class:`~dsh.subprocess.ProcessStartError`.
@@ -104,15 +107,24 @@ class ChildProcess:
         process inherited (if it runs inside a tagged tree), so the runs above it
         reach it too. Cancelling the caller while the process starts (however it is
         cancelled) still ends with nothing running.
+
+        With ``sandbox`` (and a mode other than ``off``), ``argv`` runs inside bubblewrap
+        (see :class:`~dsh.subprocess.Sandbox`); a sandbox that cannot start raises
+        :class:`~dsh.subprocess.SandboxUnavailableError`.
         """
         if not argv:
             raise ProcessStartError(f"{what}: empty command")
         full_env = dict(env)
+        if sandbox is not None and sandbox.enabled:
+            check_command(what, argv[0], full_env, cwd)
+            full_env.update(sandbox.env(cwd))
+        else:
+            sandbox = None
         if tag is not None:
             full_env.update(tag.env)
         elif TAG_VARIABLE not in full_env and os.environ.get(TAG_VARIABLE):
             full_env[TAG_VARIABLE] = os.environ[TAG_VARIABLE]
-        spawn = _Spawn(list(argv), full_env, cwd, tag)
+        spawn = _Spawn(list(argv), full_env, cwd, tag, sandbox)
         try:
             popen = await anyio.to_thread.run_sync(spawn.run, limiter=_spawn_limiter())
         except (OSError, ValueError) as exc:
@@ -392,16 +404,30 @@ class _Spawn:
     """One start in a worker thread, and who kills its process if the caller that
     waits for the thread is cancelled (before or after the process exists)."""
 
-    __slots__ = ("abandoned", "argv", "cwd", "env", "lock", "popen", "tag")
+    __slots__ = ("abandoned", "argv", "cwd", "env", "lock", "popen", "sandbox", "tag")
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, tag: RunTag | None):
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        tag: RunTag | None,
+        sandbox: Sandbox | None = None,
+    ):
         self.argv, self.env, self.cwd, self.tag = argv, env, cwd, tag
+        self.sandbox = sandbox
         self.lock = threading.Lock()
         self.popen: subprocess.Popen[bytes] | None = None
         self.abandoned = False
 
     def run(self) -> subprocess.Popen[bytes]:
-        popen = _spawn(self.argv, self.env, self.cwd)
+        if self.sandbox:
+            # bwrap --die-with-parent dies with the *thread* that started it: never an
+            # anyio worker (they exit when idle), one of the spawner's, which live on
+            argv = self.sandbox.wrap(self.argv, self.cwd)
+            popen = _sandbox_spawner().submit(_spawn, argv, self.env, self.cwd).result()
+        else:
+            popen = _spawn(self.argv, self.env, self.cwd)
         with self.lock:
             self.popen = popen
             abandoned = self.abandoned
@@ -424,6 +450,29 @@ not start processes faster (200 starts: the same wall time with 8 as with 40).""
 _spawn_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
     weakref.WeakKeyDictionary()
 )
+
+
+_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _sandbox_spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads that start sandboxed processes and live as long as this process."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = concurrent.futures.ThreadPoolExecutor(
+                _SPAWN_THREADS, thread_name_prefix="dsh-sandbox-spawn"
+            )
+        return _spawner
+
+
+def _forget_spawner() -> None:
+    global _spawner
+    _spawner = None  # a forked child has none of its parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_spawner)
 
 
 def _spawn_limiter() -> anyio.CapacityLimiter:

@@ -36,16 +36,27 @@ def start_time(pid: int) -> str | None:
     return fields[19].decode() if len(fields) > 19 else None
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace (its inode; empty if unknown)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 def owner_of_this_process() -> str:
-    """This process's owner id, ``<pid>.<start time>``."""
+    """This process's owner id, ``<pid>.<start time>.<PID namespace>``."""
     pid = os.getpid()
-    return f"{pid}.{start_time(pid) or '0'}"
+    return f"{pid}.{start_time(pid) or '0'}.{pid_namespace()}"
 
 
 def owner_alive(owner: str) -> bool:
-    """True if the process behind ``owner`` still runs (same pid, same start time)."""
-    pid_text, _, started = owner.partition(".")
-    if not pid_text.isdigit():
+    """True if the process behind ``owner`` still runs (same pid, same start time), or
+    if it is in another PID namespace (a sandbox's, or the one around this sandbox):
+    its pid means nothing here, it is not ours to judge."""
+    pid_text, _, rest = owner.partition(".")
+    started, _, namespace = rest.partition(".")
+    if not pid_text.isdigit() or (namespace and namespace != pid_namespace()):
         return True  # not ours to judge
     pid = int(pid_text)
     if not state_alive(pid):

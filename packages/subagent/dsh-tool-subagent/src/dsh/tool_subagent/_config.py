@@ -17,7 +17,9 @@ class ToolFilterConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     allow: list[str] | None = None
+    """The global tools the child may use, by name (unset: all of them)."""
     deny: list[str] = []
+    """Tools the child may not use, whatever ``allow`` says."""
 
     def to_filter(self) -> ToolFilter:
         """The interface's :class:`~dsh.subagent.ToolFilter`."""
@@ -36,15 +38,28 @@ class SubagentToolConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     provider: str
+    """The provider that runs the children, by its name in ``ctx.subagents``
+    (``spawn``, ``fork``, ``acp``, ``codex``...); the tool exists while it is registered."""
     tool_name: str = Field("subagent", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The tool's name as the model sees it; give each row its own."""
     max_depth: int | Literal["provider-managed"] = 3
     """Delegation depth cap (children of depth > max_depth are refused), or
     ``"provider-managed"`` to send no limit (providers without ``depth_limit``)."""
     persona: str | None = None
+    """Instructions the child gets as its persona (needs a provider with the
+    ``persona`` capability)."""
     tool_filter: ToolFilterConfig | None = None
+    """Which global tools the child may use, ``{ allow = [...], deny = [...] }`` (needs
+    a provider with the ``tool_filter`` capability)."""
     agent_options: dict[str, Any] | None = None
+    """Provider-specific options sent with every start (the request's ``agent_options``)."""
     enable_run_in_background: bool = False
+    """The model also sees ``run_in_background``: such a call returns at once and the
+    run goes on in the background (``background_mode`` says how)."""
     background_mode: Literal["one-shot", "continuable"] = "one-shot"
+    """``one-shot``: a background call is a job (dsh-tool-jobs collects it);
+    ``continuable``: a child the model can send further messages to (needs a provider
+    that has continuable children: ``spawn``, ``fork``)."""
     description: str | None = None
     """Replaces the tool's default description."""
 

@@ -17,6 +17,9 @@ An in-process child's spans go under its delegation's ``invoke_agent``, looked u
 explicitly (the in-process providers use the child agent's id as the run id), since
 the child's turn may run in any task; any other agent's under its turn span, which
 is current in the task running the turn.
+
+Text that comes from errors (status descriptions, captured tool arguments) goes
+through :func:`dsh.core.redact_urls`: no span carries a credential in a URL.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from dsh.core import (
     TracedCall,
     Tracing,
     TurnOutcome,
+    redact_urls,
 )
 
 __all__ = ["INSTRUMENTATION_NAME", "W3C_KEYS", "OtelTracing"]
@@ -57,6 +61,9 @@ VERSION = "0.1.0"
 
 W3C_KEYS = ("traceparent", "tracestate", "baggage")
 """The header names W3C trace context (and baggage) travel under."""
+
+DEFAULT_AGENT_NAME = "dsh"
+"""``gen_ai.agent.name`` of an agent without a label."""
 
 _RUN_START = "subagent/start"
 _RUN_END = "subagent/end"
@@ -71,7 +78,7 @@ class OtelTracing(Tracing):
     the context's bus; the disposer it returns ends what is still open.
     """
 
-    __slots__ = ("_capture_arguments", "_ctx", "_runs", "_tracer")
+    __slots__ = ("_agent_name", "_capture_arguments", "_ctx", "_runs", "_tracer")
 
     enabled = True
 
@@ -81,8 +88,10 @@ class OtelTracing(Tracing):
         tracer_provider: TracerProvider | None = None,
         *,
         capture_tool_arguments: bool = False,
+        agent_name: str = DEFAULT_AGENT_NAME,
     ) -> None:
         self._ctx = ctx
+        self._agent_name = agent_name
         self._tracer: Tracer = trace.get_tracer(
             INSTRUMENTATION_NAME, VERSION, tracer_provider=tracer_provider
         )
@@ -143,9 +152,8 @@ class OtelTracing(Tracing):
                 "dsh.agent.id": agent.id,
                 "dsh.agent.depth": agent.depth,
                 "dsh.turn": turn,
+                "gen_ai.agent.name": agent.label or self._agent_name,
             }
-            if agent.label:
-                attributes["gen_ai.agent.name"] = agent.label
             if agent.model.model:
                 attributes["gen_ai.request.model"] = agent.model.model
             span = self._tracer.start_span(
@@ -169,8 +177,7 @@ class OtelTracing(Tracing):
             }
             if request.model:
                 attributes["gen_ai.request.model"] = request.model
-            if agent.label:
-                attributes["gen_ai.agent.name"] = agent.label
+            attributes["gen_ai.agent.name"] = agent.label or self._agent_name
             span = self._tracer.start_span(
                 f"chat {request.model}" if request.model else "chat",
                 context=self._parent(agent),
@@ -197,8 +204,8 @@ class OtelTracing(Tracing):
             if tool is not None and tool.description:
                 attributes["gen_ai.tool.description"] = tool.description[:_DESCRIPTION_LIMIT]
             if self._capture_arguments:
-                attributes["gen_ai.tool.call.arguments"] = json.dumps(
-                    call.arguments, default=str, ensure_ascii=False
+                attributes["gen_ai.tool.call.arguments"] = redact_urls(
+                    json.dumps(call.arguments, default=str, ensure_ascii=False)
                 )
             span = self._tracer.start_span(
                 f"execute_tool {call.name}",
@@ -276,10 +283,14 @@ class OtelTracing(Tracing):
             _usage_attributes(span, usage)
         if stop != "completed":
             diagnostic = data.get("diagnostic")
-            description = f"{stop}: {diagnostic}" if diagnostic else stop
             span.set_attribute("error.type", stop)
-            span.set_status(Status(StatusCode.ERROR, description[:_DESCRIPTION_LIMIT]))
+            _error_status(span, f"{stop}: {diagnostic}" if diagnostic else stop)
         span.end()
+
+
+def _error_status(span: Span, description: str) -> None:
+    """Mark ``span`` failed with ``description``, credentials in URLs hidden, capped."""
+    span.set_status(Status(StatusCode.ERROR, redact_urls(description)[:_DESCRIPTION_LIMIT]))
 
 
 def _usage_attributes(span: Span, usage: Mapping[str, Any]) -> None:
@@ -387,8 +398,7 @@ class _Call:
         if stop != "completed":
             reason = type(error).__qualname__ if error is not None else stop
             span.set_attribute("error.type", reason)
-            description = f"{stop}: {outcome.error}" if outcome.error else stop
-            span.set_status(Status(StatusCode.ERROR, description[:_DESCRIPTION_LIMIT]))
+            _error_status(span, f"{stop}: {outcome.error}" if outcome.error else stop)
 
 
 class _NoCall:

@@ -59,6 +59,13 @@ answers every ``session/prompt``:
     the prompt's first word is the mode (``hang``, ``crash``, ...); the rest is
     the text.
 
+Session modes: ``--modes default,auto`` offers those mode ids in ``session/new``
+(``currentModeId``: ``--initial-mode``, else the last one) and accepts
+``session/set_mode`` to any of them (``--refuse-set-mode``: answers it with an
+error); without ``--modes`` the agent has no modes. In mode ``auto`` or
+``bypassPermissions`` the ``permission`` mode approves its own tool call without
+asking and says ``permission: self-approved``, as claude-agent-acp does.
+
 ``--ignore-eof`` keeps the process alive after stdin closes, ignoring SIGTERM:
 only SIGKILL ends it. ``--escapee`` starts a process in a session of its own (as
 agent products do for tool commands), which outlives the agent unless its
@@ -79,10 +86,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import acp
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentCapabilities,
+    AgentMessageChunk,
     AllowedOutcome,
     ClientCapabilities,
     Implementation,
@@ -90,8 +97,15 @@ from acp.schema import (
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    SessionMode,
+    SessionModeState,
+    SetSessionModeResponse,
     TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallStatus,
     ToolCallUpdate,
+    ToolKind,
     Usage,
     UsageUpdate,
 )
@@ -145,6 +159,7 @@ class MockAgent(AcpAgentBase):
         self.options = options
         self._cancelled: dict[str, asyncio.Event] = {}
         self._cwd: dict[str, str] = {}
+        self._modes: dict[str, str] = {}
         self._notices = False
 
     async def initialize(
@@ -173,7 +188,29 @@ class MockAgent(AcpAgentBase):
         session_id = f"mock-{uuid.uuid4().hex[:12]}"
         self._cancelled[session_id] = asyncio.Event()
         self._cwd[session_id] = cwd
-        return NewSessionResponse(session_id=session_id)
+        offered = [mode for mode in self.options.modes.split(",") if mode]
+        if not offered:
+            return NewSessionResponse(session_id=session_id)
+        current = self._modes[session_id] = self.options.initial_mode or offered[-1]
+        modes = SessionModeState(
+            current_mode_id=current,
+            available_modes=[SessionMode(id=mode, name=mode.capitalize()) for mode in offered],
+        )
+        return NewSessionResponse(session_id=session_id, modes=modes)
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse | None:
+        """Switch the session's mode (an error with ``--refuse-set-mode``, or for a mode
+        not offered)."""
+        if session_id not in self._modes:
+            raise RequestError.method_not_found("session/set_mode")
+        if self.options.refuse_set_mode:
+            raise RequestError.internal_error({"details": "the mock agent refuses to switch modes"})
+        if mode_id not in self.options.modes.split(","):
+            raise RequestError.invalid_params({"details": f"Mode {mode_id} is not available"})
+        self._modes[session_id] = mode_id
+        return SetSessionModeResponse()
 
     def observe(self, message: dict[str, Any]) -> None:
         """Raw incoming messages: did the client declare ``session.notices``?"""
@@ -203,7 +240,7 @@ class MockAgent(AcpAgentBase):
         return await self._answer(session_id, mode, text, cancelled)
 
     async def _say(self, session_id: str, text: str, message_id: str | None = None) -> None:
-        update = acp.update_agent_message_text(text)
+        update = _message(text)
         if message_id is not None:
             update.message_id = message_id
         await self._conn.session_update(session_id, update)
@@ -222,12 +259,8 @@ class MockAgent(AcpAgentBase):
             return PromptResponse(stop_reason=self.options.stop_reason, usage=usage)
         if mode == "narrate":
             await self._say(session_id, "Let me look.", "m1")
-            await self._conn.session_update(
-                session_id, acp.start_tool_call("t1", "look it up", kind="search", status="pending")
-            )
-            await self._conn.session_update(
-                session_id, acp.update_tool_call("t1", status="completed")
-            )
+            await self._conn.session_update(session_id, _started("t1", "look it up", "search"))
+            await self._conn.session_update(session_id, _progress("t1", "completed"))
             await self._say(session_id, "The answer ", "m2")
             await self._say(session_id, "is 42.", "m2")
             await self._conn.session_update(
@@ -292,7 +325,7 @@ class MockAgent(AcpAgentBase):
                 }
                 write_raw(json.dumps(message).encode() + b"\n")
             else:
-                update = acp.update_agent_message_text(title)
+                update = _message(title)
                 update.field_meta = {"claudeCode": {"kind": "informational"}}
                 await self._conn.session_update(session_id, update)
             await self._say(session_id, "The answer.", "m2")
@@ -300,9 +333,11 @@ class MockAgent(AcpAgentBase):
         raise RequestError.invalid_params({"details": f"unknown mock mode {mode!r}"})
 
     async def _permission(self, session_id: str, cancelled: asyncio.Event) -> PromptResponse:
-        await self._conn.session_update(
-            session_id, acp.start_tool_call("p1", "write notes.txt", kind="edit", status="pending")
-        )
+        await self._conn.session_update(session_id, _started("p1", "write notes.txt", "edit"))
+        if self._modes.get(session_id) in ("auto", "bypassPermissions"):
+            await self._conn.session_update(session_id, _progress("p1", "completed"))
+            await self._say(session_id, "permission: self-approved")
+            return PromptResponse(stop_reason=self.options.stop_reason)
         options = [
             PermissionOption(option_id="yes", name="Allow once", kind="allow_once"),
             PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
@@ -316,17 +351,36 @@ class MockAgent(AcpAgentBase):
         )
         outcome = response.outcome
         if not isinstance(outcome, AllowedOutcome):
-            await self._conn.session_update(session_id, acp.update_tool_call("p1", status="failed"))
+            await self._conn.session_update(session_id, _progress("p1", "failed"))
             await self._say(session_id, "permission: cancelled")
             stop = "cancelled" if cancelled.is_set() else "end_turn"
             return PromptResponse(stop_reason=stop)
         kind = next(o.kind for o in options if o.option_id == outcome.option_id)
         allowed = kind.startswith("allow")
         await self._conn.session_update(
-            session_id, acp.update_tool_call("p1", status="completed" if allowed else "failed")
+            session_id, _progress("p1", "completed" if allowed else "failed")
         )
         await self._say(session_id, f"permission: {kind}")
         return PromptResponse(stop_reason=self.options.stop_reason)
+
+
+# Updates built from the schema models: agent-client-protocol 1.0 removed the helper
+# functions (``start_tool_call``, ``update_agent_message_text``...) that 0.12 had.
+
+
+def _message(text: str) -> AgentMessageChunk:
+    content = TextContentBlock(type="text", text=text)
+    return AgentMessageChunk(session_update="agent_message_chunk", content=content)
+
+
+def _started(call_id: str, title: str, kind: ToolKind) -> ToolCallStart:
+    return ToolCallStart(
+        session_update="tool_call", tool_call_id=call_id, title=title, kind=kind, status="pending"
+    )
+
+
+def _progress(call_id: str, status: ToolCallStatus) -> ToolCallProgress:
+    return ToolCallProgress(session_update="tool_call_update", tool_call_id=call_id, status=status)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -339,6 +393,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--huge-mb", type=float, default=4.0)
     parser.add_argument("--chunk-kb", type=float, default=256.0)
     parser.add_argument("--delay", type=float, default=30.0)
+    parser.add_argument("--modes", default="")
+    parser.add_argument("--initial-mode", default=None)
+    parser.add_argument("--refuse-set-mode", action="store_true")
     return parser.parse_args(argv)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 from collections.abc import Generator, Iterator
 
 import pytest
@@ -72,12 +73,25 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+LEAK_GRACE = 5.0
+"""Seconds a test's leftover processes get to finish dying before the test fails."""
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_processes() -> Iterator[None]:
-    """Fail a test that leaves a live process (child or orphaned descendant) behind."""
+    """Fail a test that leaves a live process (child or orphaned descendant) behind.
+
+    A process still on its way out when the test returns (a sandbox's init killed by
+    its parent's death, reparented here, not yet reaped) gets :data:`LEAK_GRACE`
+    seconds to go: the condition is waited for, never sampled once."""
     before = live_children()
     yield
-    reap_zombies()
-    leaked = sorted(live_children() - before)
+    deadline = time.monotonic() + LEAK_GRACE
+    while True:
+        reap_zombies()
+        leaked = sorted(live_children() - before)
+        if not leaked or time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
     if leaked:
         pytest.fail("test left processes running:\n" + "\n".join(describe(p) for p in leaked))

@@ -7,6 +7,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dsh.core import SandboxConfig
+
 __all__ = ["DEFAULT_SKIP_DIRS", "TOOL_NAMES", "FsConfig", "FsToolName"]
 
 FsToolName = Literal["read_file", "list_dir", "glob", "grep", "write_file", "edit_file"]
@@ -60,6 +62,18 @@ class FsConfig(BaseModel):
     """Matching lines ``grep`` returns at most (the model may ask for fewer)."""
     skip_dirs: list[str] = Field(default_factory=lambda: list(DEFAULT_SKIP_DIRS))
     """Directory names ``glob`` and ``grep`` do not descend into."""
+    grep_timeout: float = Field(0.3, gt=0, le=600)
+    """Seconds of regular-expression matching (CPU time) ``grep`` may spend on one file
+    or line, and 20 times that in one call; a pattern that needs more (catastrophic
+    backtracking) ends the call with an error. Reading files does not count."""
+    allow_write: list[str] = []
+    """Protected paths (``.git``, ``.dsh``, preset files) ``write_file`` and ``edit_file``
+    may write anyway: absolute, or relative to the root; a directory allows what is
+    below it."""
+    sandbox: SandboxConfig | None = None
+    """Narrows the agent's sandbox for these tools (``{ mode = "read-only" }`` refuses
+    every write); it can never widen it: asking for more than the preset's ``[sandbox]``
+    fails the load."""
 
     @field_validator("root")
     @classmethod

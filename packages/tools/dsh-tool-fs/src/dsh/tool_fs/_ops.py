@@ -1,32 +1,32 @@
-"""The file operations behind the tools: blocking, run in worker threads.
+"""The read-side file operations behind the tools: blocking, run in worker threads.
 
 Each takes the call's :class:`~dsh.tool_fs._paths.Root`, resolves every path through
 it (refusing what lies outside) and returns the text the model sees, or raises
 :class:`~dsh.tool_fs._paths.FsError` with a message for the model. Long work calls
 ``check()`` now and then, which raises :class:`Stopped` once the call is cancelled.
+The writing operations are in :mod:`dsh.tool_fs._write`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from dsh.tool_fs._files import HardLinked, lstat_of, open_regular, quote, walk
 from dsh.tool_fs._glob import check_glob, compile_glob
 from dsh.tool_fs._paths import FsError, Root
+from dsh.tool_fs._search import LineSearch
 
 __all__ = [
     "Limits",
     "Stopped",
-    "edit_file",
     "glob_paths",
     "grep",
     "list_dir",
     "read_file",
-    "write_file",
 ]
 
 Check = Callable[[], None]
@@ -54,6 +54,7 @@ class Limits:
     max_results: int
     max_matches: int
     skip_dirs: frozenset[str]
+    grep_timeout: float = 0.3
 
 
 class _Output:
@@ -84,19 +85,6 @@ class _Output:
         return body
 
 
-def _quote(path: str) -> str:
-    return f'"{path}"'
-
-
-def _stat(root: Root, path: str, real: str) -> os.stat_result:
-    try:
-        return os.stat(real)
-    except FileNotFoundError:
-        raise FsError(f"{_quote(path)} does not exist (in {root.path})") from None
-    except PermissionError:
-        raise FsError(f"{_quote(path)}: permission denied") from None
-
-
 def _is_binary(head: bytes) -> bool:
     return b"\0" in head
 
@@ -111,17 +99,13 @@ def read_file(
     ``limits.max_read_bytes`` bytes, with a marker saying where to go on when cut."""
     real = root.resolve(path)
     name = root.relative(real)
-    info = _stat(root, path, real)
-    if stat.S_ISDIR(info.st_mode):
-        raise FsError(f"{_quote(name)} is a directory; use list_dir or glob to see what it holds")
-    if not stat.S_ISREG(info.st_mode):
-        raise FsError(f"{_quote(name)} is not a regular file")
+    handle, info = open_regular(root, path, real, name)
     lines_wanted = min(limit or limits.max_read_lines, limits.max_read_lines)
     max_bytes = limits.max_read_bytes
-    with open(real, "rb") as handle:
+    with handle:
         if _is_binary(handle.read(_PROBE)):
             raise FsError(
-                f"{_quote(name)} looks like a binary file ({info.st_size} bytes); not shown"
+                f"{quote(name)} looks like a binary file ({info.st_size} bytes); not shown"
             )
         handle.seek(0)
         reached, lines_before = _seek_line(handle, offset, check)
@@ -130,7 +114,7 @@ def read_file(
         if offset == 1:
             return "(the file is empty)"
         raise FsError(
-            f"offset {offset} is past the end of {_quote(name)}, which has {lines_before} lines"
+            f"offset {offset} is past the end of {quote(name)}, which has {lines_before} lines"
         )
     cut = len(data) > max_bytes
     if cut:
@@ -200,14 +184,14 @@ def list_dir(root: Root, path: str, limits: Limits, check: Check) -> str:
     for symlinks, ``name`` otherwise."""
     real = root.resolve(path)
     name = root.relative(real)
-    info = _stat(root, path, real)
+    info = lstat_of(root, path, real)
     if not stat.S_ISDIR(info.st_mode):
-        raise FsError(f"{_quote(name)} is not a directory; use read_file to read a file")
+        raise FsError(f"{quote(name)} is not a directory; use read_file to read a file")
     try:
         with os.scandir(real) as scan:
             entries = sorted(scan, key=lambda e: e.name)
     except PermissionError:
-        raise FsError(f"{_quote(name)}: permission denied") from None
+        raise FsError(f"{quote(name)}: permission denied") from None
     if not entries:
         return "(empty directory)"
     out = _Output(limits.max_output_bytes)
@@ -238,42 +222,12 @@ def _describe_entry(entry: os.DirEntry[str]) -> str:
 # -- walking -------------------------------------------------------------------------------
 
 
-def _walk(
-    root: Root, base: str, limits: Limits, check: Check, max_depth: int | None = None
-) -> Iterator[tuple[str, str, bool]]:
-    """``(real path, path relative to base, is a directory)`` below ``base``, top-down in
-    name order; symlinked directories are not entered, entries that resolve outside the
-    root are left out, ``skip_dirs`` are not descended into."""
-    for directory, dirnames, filenames in os.walk(base, followlinks=False):
-        check()
-        relative_dir = os.path.relpath(directory, base)
-        prefix = "" if relative_dir == "." else relative_dir.replace(os.sep, "/") + "/"
-        depth = 0 if not prefix else prefix.count("/")
-        dirnames.sort()
-        kept: list[str] = []
-        for dirname in dirnames:
-            full = os.path.join(directory, dirname)
-            if os.path.islink(full):
-                if root.contains(os.path.realpath(full)):
-                    yield full, prefix + dirname, True
-                continue
-            yield full, prefix + dirname, True
-            if dirname not in limits.skip_dirs:
-                kept.append(dirname)
-        dirnames[:] = kept if max_depth is None or depth < max_depth else []
-        for filename in sorted(filenames):
-            full = os.path.join(directory, filename)
-            if os.path.islink(full) and not root.contains(os.path.realpath(full)):
-                continue
-            yield full, prefix + filename, False
-
-
 def _directory(root: Root, path: str) -> tuple[str, str]:
     real = root.resolve(path)
     name = root.relative(real)
-    info = _stat(root, path, real)
+    info = lstat_of(root, path, real)
     if not stat.S_ISDIR(info.st_mode):
-        raise FsError(f"{_quote(name)} is not a directory")
+        raise FsError(f"{quote(name)} is not a directory")
     return real, name
 
 
@@ -284,19 +238,19 @@ def glob_paths(root: Root, pattern: str, path: str, limits: Limits, check: Check
     """Paths below ``path`` matching ``pattern``, relative to the root (directories
     end in ``/``)."""
     base, base_name = _directory(root, path)
-    regex = compile_glob(check_glob(pattern))
+    matcher = compile_glob(check_glob(pattern))
     max_depth = None if "**" in pattern else pattern.count("/")
     paths: list[str] = []
     truncated = False
-    for real, relative, is_dir in _walk(root, base, limits, check, max_depth):
-        if not regex.match(relative):
+    for real, relative, is_dir in walk(root, base, limits.skip_dirs, check, max_depth):
+        if not matcher.match(relative):
             continue
         if len(paths) >= limits.max_results:
             truncated = True
             break
         paths.append(root.relative(real).replace(os.sep, "/") + ("/" if is_dir else ""))
     if not paths:
-        where = "the working directory" if base_name == "." else _quote(base_name)
+        where = "the working directory" if base_name == "." else quote(base_name)
         return f'no paths match "{pattern}" in {where}'
     out = _Output(limits.max_output_bytes)
     shown = 0
@@ -327,40 +281,60 @@ def grep(
 ) -> str:
     """Lines matching the regular expression ``pattern`` in the files at or below
     ``path``, as ``path:line:text``."""
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise FsError(f"invalid regular expression {pattern!r}: {exc}") from None
+    search = LineSearch(pattern, ignore_case=ignore_case, budget=limits.grep_timeout)
     matcher = _file_matcher(file_glob)
     real = root.resolve(path)
     name = root.relative(real)
-    info = _stat(root, path, real)
+    info = lstat_of(root, path, real)
     wanted = min(max_matches or limits.max_matches, limits.max_matches)
     files: Iterator[tuple[str, str, bool]]
-    if stat.S_ISDIR(info.st_mode):
-        files = _walk(root, real, limits, check)
-    else:
+    single = not stat.S_ISDIR(info.st_mode)
+    if single:
         files = iter([(real, os.path.basename(real), False)])
+    else:
+        files = walk(root, real, limits.skip_dirs, check)
     out = _Output(limits.max_output_bytes)
     matches = 0
     skipped_large: list[str] = []
+    skipped_linked: list[str] = []
     stopped = False
     for file_real, relative, is_dir in files:
         if is_dir or (matcher is not None and not matcher(relative)):
             continue
         shown_name = root.relative(file_real).replace(os.sep, "/")
-        for number, text in _matching_lines(file_real, regex, check, skipped_large, shown_name):
-            if matches >= wanted or not out.add(f"{shown_name}:{number}:{text}"):
+        try:
+            text = _text_of(root, file_real, shown_name, skipped_large)
+        except HardLinked:
+            if single:
+                raise
+            skipped_linked.append(shown_name)
+            continue
+        except (FsError, OSError):
+            if single:
+                raise
+            continue  # unreadable (permissions, vanished): not a match
+        if text is None:
+            continue
+        for number, line in search.lines(text, check):
+            if len(line) > _GREP_LINE_CHARS:
+                line = line[:_GREP_LINE_CHARS] + "…"
+            if matches >= wanted or not out.add(f"{shown_name}:{number}:{line}"):
                 stopped = True
                 break
             matches += 1
         if stopped:
             break
-    where = "the working directory" if name == "." else _quote(name)
+    where = "the working directory" if name == "." else quote(name)
     notes: list[str] = []
     if skipped_large:
         listed = ", ".join(skipped_large[:5]) + (" ..." if len(skipped_large) > 5 else "")
         notes.append(f"[not searched: files larger than {_GREP_MAX_FILE} bytes: {listed}]")
+    if skipped_linked:
+        listed = ", ".join(skipped_linked[:5]) + (" ..." if len(skipped_linked) > 5 else "")
+        notes.append(
+            f"[not searched: files with several hard links (dsh does not read through hard"
+            f" links): {listed}]"
+        )
     if stopped:
         notes.insert(
             0,
@@ -378,113 +352,25 @@ def grep(
 def _file_matcher(file_glob: str | None) -> Callable[[str], bool] | None:
     if not file_glob:
         return None
-    regex = compile_glob(check_glob(file_glob))
+    matcher = compile_glob(check_glob(file_glob))
     if "/" in file_glob:
-        return lambda relative: regex.match(relative) is not None
-    return lambda relative: regex.match(relative.rsplit("/", 1)[-1]) is not None
+        return matcher.match
+    return lambda relative: matcher.match(relative.rsplit("/", 1)[-1])
 
 
-def _matching_lines(
-    real: str, regex: re.Pattern[str], check: Check, skipped_large: list[str], shown_name: str
-) -> Iterator[tuple[int, str]]:
-    try:
-        if os.path.getsize(real) > _GREP_MAX_FILE:
+def _text_of(root: Root, real: str, shown_name: str, skipped_large: list[str]) -> str | None:
+    """The text of a file to search (lines end in ``\\n``), None for a binary file or
+    one larger than the cap (noted in ``skipped_large``)."""
+    handle, info = open_regular(root, shown_name, os.path.realpath(real), shown_name)
+    with handle:
+        if info.st_size > _GREP_MAX_FILE:
             skipped_large.append(shown_name)
-            return
-        with open(real, "rb") as handle:
-            if _is_binary(handle.read(_PROBE)):
-                return
-            handle.seek(0)
-            for number, raw in enumerate(handle, 1):
-                if number % 4096 == 0:
-                    check()
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                if regex.search(line):
-                    if len(line) > _GREP_LINE_CHARS:
-                        line = line[:_GREP_LINE_CHARS] + "…"
-                    yield number, line
-    except OSError:
-        return  # unreadable (permissions, vanished): not a match
-
-
-# -- write_file / edit_file ----------------------------------------------------------------
-
-
-def write_file(root: Root, path: str, content: str) -> str:
-    """Create or replace a file with ``content`` (UTF-8), creating parent directories."""
-    real = root.resolve(path)
-    name = root.relative(real)
-    if real == root.path or os.path.isdir(real):
-        raise FsError(f"{_quote(name)} is a directory; give a file path")
-    existed = os.path.exists(real)
-    data = content.encode("utf-8")
-    try:
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        with open(real, "wb") as handle:
-            handle.write(data)
-    except OSError as exc:
-        raise FsError(f"cannot write {_quote(name)}: {exc.strerror or exc}") from None
-    state = "replaced" if existed else "new file"
-    return f"Wrote {len(data)} bytes to {name} ({state})"
-
-
-def edit_file(root: Root, path: str, old: str, new: str, replace_all: bool) -> str:
-    """Replace the exact text ``old`` by ``new`` in a file: ``old`` must occur exactly
-    once unless ``replace_all``."""
-    if not old:
-        raise FsError("old_string is empty; give the exact text to replace")
-    if old == new:
-        raise FsError("old_string and new_string are the same; nothing would change")
-    real = root.resolve(path)
-    name = root.relative(real)
-    info = _stat(root, path, real)
-    if not stat.S_ISREG(info.st_mode):
-        raise FsError(f"{_quote(name)} is not a regular file")
-    try:
-        with open(real, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise FsError(f"cannot read {_quote(name)}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FsError(f"{_quote(name)} is not UTF-8 text; edit_file edits text files") from None
-    count = text.count(old)
-    if not count and "\r\n" in text and "\n" in old and "\r\n" not in old:
-        # the file has Windows line endings, the model wrote Unix ones
-        crlf_old = old.replace("\n", "\r\n")
-        if text.count(crlf_old):
-            old, new = crlf_old, new.replace("\r\n", "\n").replace("\n", "\r\n")
-            count = text.count(old)
-    if not count:
-        raise FsError(
-            f"old_string was not found in {_quote(name)}; read the file and copy the text"
-            " exactly, with its whitespace and indentation"
-        )
-    if count > 1 and not replace_all:
-        lines = _occurrence_lines(text, old)
-        shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
-        raise FsError(
-            f"old_string occurs {count} times in {_quote(name)} (lines {shown}); include more"
-            " of the surrounding text to make it unique, or set replace_all to replace"
-            " every occurrence"
-        )
-    first_line = text.count("\n", 0, text.index(old)) + 1
-    updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    try:
-        with open(real, "wb") as handle:
-            handle.write(updated.encode("utf-8"))
-    except OSError as exc:
-        raise FsError(f"cannot write {_quote(name)}: {exc.strerror or exc}") from None
-    if count == 1:
-        return f"Edited {name}: replaced 1 occurrence (line {first_line})"
-    return f"Edited {name}: replaced {count} occurrences (first at line {first_line})"
-
-
-def _occurrence_lines(text: str, old: str) -> Sequence[int]:
-    lines: list[int] = []
-    start = text.find(old)
-    while start != -1:
-        lines.append(text.count("\n", 0, start) + 1)
-        start = text.find(old, start + len(old))
-    return lines
+            return None
+        head = handle.read(_PROBE)
+        if _is_binary(head):
+            return None
+        data = head + handle.read(_GREP_MAX_FILE + 1 - len(head))
+    if len(data) > _GREP_MAX_FILE:  # it grew meanwhile
+        skipped_large.append(shown_name)
+        return None
+    return data.decode("utf-8", "replace").replace("\r\n", "\n")

@@ -15,23 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.core import AbortSignal, Tool, ToolContext, ToolResult
 from dsh.tool_fs._config import FsConfig, FsToolName
-from dsh.tool_fs._ops import (
-    Limits,
-    Stopped,
-    edit_file,
-    glob_paths,
-    grep,
-    list_dir,
-    read_file,
-    write_file,
-)
+from dsh.tool_fs._ops import Limits, Stopped, glob_paths, grep, list_dir, read_file
 from dsh.tool_fs._paths import FsError, Root
+from dsh.tool_fs._write import WriteGuard, edit_file, write_file
 
 __all__ = ["fs_tools"]
 
 _CONFINED = (
     " Paths are relative to the working directory; anything outside it (absolute paths"
     " elsewhere, `..`, symlinks pointing out) is refused."
+)
+_PROTECTED = (
+    " Files under .git and .dsh and dsh's preset files are protected (refused), as are"
+    " files with several hard links and special files."
 )
 
 
@@ -112,12 +108,19 @@ class _Runner:
             max_results=config.max_results,
             max_matches=config.max_matches,
             skip_dirs=frozenset(config.skip_dirs),
+            grep_timeout=config.grep_timeout,
         )
 
     def directory(self, tctx: ToolContext) -> str:
         """The root directory of this call, before resolution."""
         agent = tctx.agent
         return self.config.root or agent.cwd or agent.ctx.cwd
+
+    def guard(self, tctx: ToolContext, root: Root) -> WriteGuard:
+        """What this call may write: the agent's sandbox narrowed by the row (clamped,
+        not refused: the row was checked against the preset at load)."""
+        policy = tctx.agent.sandbox.narrowed(self.config.sandbox, strict=False)
+        return WriteGuard.of(policy, root.path, self.config.allow_write)
 
     async def run(
         self,
@@ -270,8 +273,9 @@ def _grep_tool(runner: _Runner, name: str) -> Tool:
 
     return Tool.from_model(
         name,
-        "Search file contents with a regular expression (Python syntax). Returns matching"
-        f" lines as path:line:text, at most {limits.max_matches}; binary files are skipped."
+        "Search file contents, line by line, with a regular expression (Python syntax)."
+        f" Returns matching lines as path:line:text, at most {limits.max_matches}; binary"
+        " files are skipped; a pattern too slow to match ends the search with an error."
         " Narrow with path (a file or directory) and glob (file names, e.g. *.py)." + _CONFINED,
         GrepArgs,
         run,
@@ -284,13 +288,17 @@ def _grep_tool(runner: _Runner, name: str) -> Tool:
 def _write_file_tool(runner: _Runner, name: str) -> Tool:
     async def run(args: WriteFileArgs, tctx: ToolContext) -> ToolResult:
         return await runner.run(
-            tctx, lambda root, _check: write_file(root, args.path, args.content), abandon=False
+            tctx,
+            lambda root, _check: write_file(
+                root, args.path, args.content, runner.guard(tctx, root)
+            ),
+            abandon=False,
         )
 
     return Tool.from_model(
         name,
         "Create a file or replace its whole content (UTF-8); missing parent directories are"
-        " created. To change part of a file, prefer edit_file." + _CONFINED,
+        " created. To change part of a file, prefer edit_file." + _CONFINED + _PROTECTED,
         WriteFileArgs,
         run,
         concurrency_safe=False,
@@ -305,7 +313,12 @@ def _edit_file_tool(runner: _Runner, name: str) -> Tool:
         return await runner.run(
             tctx,
             lambda root, _check: edit_file(
-                root, args.path, args.old_string, args.new_string, args.replace_all
+                root,
+                args.path,
+                args.old_string,
+                args.new_string,
+                args.replace_all,
+                runner.guard(tctx, root),
             ),
             abandon=False,
         )
@@ -314,7 +327,7 @@ def _edit_file_tool(runner: _Runner, name: str) -> Tool:
         name,
         "Edit a text file by exact string replacement: old_string must occur exactly once"
         " (copy it from the file with its whitespace; add surrounding lines to make it"
-        " unique), or set replace_all to replace every occurrence." + _CONFINED,
+        " unique), or set replace_all to replace every occurrence." + _CONFINED + _PROTECTED,
         EditFileArgs,
         run,
         concurrency_safe=False,

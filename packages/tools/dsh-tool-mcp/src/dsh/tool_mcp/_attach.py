@@ -59,11 +59,11 @@ async def attach_servers(
 
     Entries are :class:`McpServerConfig` or raw mappings of its fields (e.g. from
     :func:`servers_from_acp`). Servers start concurrently in the agent's cwd (a
-    server's ``cwd`` is relative to it); a server that cannot start or initialize
-    within its ``start_timeout``, a secret missing from the environment, or a tool
-    name the agent already has raises :class:`~dsh.tool_mcp.McpError` naming the
-    server, with nothing left running or attached. Cancelling the call leaves
-    nothing behind either.
+    server's ``cwd`` is relative to it) and in the agent's sandbox; a server that
+    cannot start or initialize within its ``start_timeout``, a secret missing from the
+    environment, or a tool name the agent already has raises
+    :class:`~dsh.tool_mcp.McpError` naming the server, with nothing left running or
+    attached. Cancelling the call leaves nothing behind either.
     """
     if agent.closed:
         raise RuntimeError(f"agent {agent.label or agent.id} is closed")
@@ -72,7 +72,9 @@ async def attach_servers(
         check_unique_names(configs)
     except ValueError as exc:
         raise McpConfigError(str(exc)) from None
-    started = await McpServers.start(configs, ctx=agent.ctx, cwd=agent.cwd or agent.ctx.cwd)
+    started = await McpServers.start(
+        configs, ctx=agent.ctx, cwd=agent.cwd or agent.ctx.cwd, sandbox=agent.sandbox
+    )
     attached = AttachedServers(agent, started, [])
     try:
         for tool in started.tools():

@@ -9,13 +9,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dsh.core import PermissionPolicy, validation_problems
+from dsh.core import PermissionPolicy, SandboxConfig, validation_problems
 from dsh.subprocess import EnvVariables
 from dsh.tool_mcp._errors import McpConfigError
+from dsh.tool_mcp._transports import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = ["McpPluginConfig", "McpServerConfig", "Transport", "servers_from_acp"]
 
 Transport = Literal["stdio", "http", "sse"]
+
+DEFAULT_TOOL_TIMEOUT = 120.0
+"""Seconds a tool call may take unless the server's ``tool_timeout`` says otherwise."""
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -23,7 +27,16 @@ _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _NOT_A_NAME_CHARACTER = re.compile(r"[^A-Za-z0-9_-]+")
 
-_STDIO_ONLY = ("command", "args", "env", "passthrough_env", "cwd", "eof_grace", "term_grace")
+_STDIO_ONLY = (
+    "command",
+    "args",
+    "env",
+    "passthrough_env",
+    "cwd",
+    "eof_grace",
+    "term_grace",
+    "max_message_bytes",
+)
 _HTTP_ONLY = ("url", "headers", "headers_env")
 
 
@@ -52,9 +65,9 @@ class McpServerConfig(BaseModel):
     not offer fails the start. Unset: every tool."""
     start_timeout: float = Field(30.0, gt=0)
     """Seconds the server gets to start, initialize and list its tools."""
-    tool_timeout: float | None = Field(None, gt=0)
-    """Seconds a tool call may take before it is abandoned with an error result.
-    Unset: no limit (cancelling the turn still stops it)."""
+    tool_timeout: float | None = Field(DEFAULT_TOOL_TIMEOUT, gt=0)
+    """Seconds a tool call may take before it is abandoned with an error result (the
+    server is sent ``notifications/cancelled``). ``None`` (from code): no limit."""
     max_output_chars: int = Field(100_000, ge=100)
     """Longer tool output is cut to this many characters (with a note saying so)."""
 
@@ -62,6 +75,7 @@ class McpServerConfig(BaseModel):
     command: str | None = Field(None, min_length=1)
     """The executable (looked up on ``PATH``)."""
     args: list[str] = []
+    """Arguments after ``command``."""
     env: EnvVariables = {}
     """Variables set on top of the credential-scrubbed environment."""
     passthrough_env: list[str] = []
@@ -72,9 +86,20 @@ class McpServerConfig(BaseModel):
     """Stop: seconds the server gets to exit after its stdin closes, before SIGTERM."""
     term_grace: float = Field(2.0, ge=0)
     """Stop: seconds its process group gets after SIGTERM, before SIGKILL."""
+    sandbox: SandboxConfig | None = None
+    """Narrows the sandbox the server runs in (``{ network = true }`` only where the
+    preset's ``[sandbox]`` allows the network): a stdio server runs under the agent's
+    (or the context's) sandbox, which a row can never widen."""
+    allow_write: list[str] = []
+    """Protected paths (``.git``, ``.dsh``, preset files) the server may write anyway,
+    absolute or relative to its working directory."""
+    max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=1024)
+    """Longest message (one line of its stdout) the server may send, in bytes. A longer
+    one fails every pending call at once and stops the server."""
 
     # http / sse
     url: str | None = None
+    """The server's endpoint (``http://`` or ``https://``)."""
     headers: dict[str, str] = {}
     """Headers sent as they are (not for secrets)."""
     headers_env: dict[str, str] = {}
@@ -195,6 +220,7 @@ class McpPluginConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     servers: list[McpServerConfig] = []
+    """The MCP servers (``[[plugin.config.servers]]``), with names unique in the row."""
 
     @field_validator("servers")
     @classmethod

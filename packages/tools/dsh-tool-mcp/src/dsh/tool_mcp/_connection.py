@@ -25,7 +25,8 @@ import mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from dsh.subprocess import ProcessStartError, RunTag, scrubbed_env
+from dsh.core import SandboxError, SandboxPolicy
+from dsh.subprocess import ProcessStartError, RunTag, Sandbox, scrubbed_env
 from dsh.tool_mcp._config import McpServerConfig
 from dsh.tool_mcp._errors import McpConfigError, McpError
 from dsh.tool_mcp._transports import StdioTransport, describe_exit, http_transport
@@ -56,9 +57,13 @@ class McpUnavailable(McpError):
 class McpConnection:
     """One MCP server: :meth:`start` it, :meth:`call` its tools, :meth:`aclose` it."""
 
-    def __init__(self, config: McpServerConfig, *, cwd: str) -> None:
+    def __init__(
+        self, config: McpServerConfig, *, cwd: str, sandbox: SandboxPolicy | None = None
+    ) -> None:
         self.config = config
         self.cwd = cwd
+        self.sandbox = sandbox
+        """The policy the server process runs under (narrowed by ``config.sandbox``)."""
         self.tools: list[mcp_types.Tool] = []
         """The server's tools (those in ``config.tools`` if set), once started."""
         self.transport: StdioTransport | None = None
@@ -144,20 +149,36 @@ class McpConnection:
         if config.kind == "stdio":
             assert config.command is not None
             env = scrubbed_env(config.env, passthrough=config.passthrough_env)
+            cwd = self._server_cwd()
+            policy = (self.sandbox or SandboxPolicy()).narrowed(config.sandbox, strict=False)
+            allow = tuple(os.path.join(cwd, path) for path in config.allow_write)
             self.transport = StdioTransport(
                 [config.command, *config.args],
                 env=env,
-                cwd=self._server_cwd(),
+                cwd=cwd,
                 what=f'MCP server "{self.name}"',
+                sandbox=Sandbox(policy, allow_write=allow),
                 tag=RunTag(),
                 eof_grace=config.eof_grace,
                 term_grace=config.term_grace,
+                max_message_bytes=config.max_message_bytes,
+                on_broken=self._broken,
             )
             return self.transport
         assert config.url is not None
         return http_transport(
             config.url, headers=config.resolved_headers(), sse=config.kind == "sse"
         )
+
+    def _broken(self, reason: str) -> None:
+        """The transport broke (a message over the limit): leave the client, which
+        stops the server. Pending calls already failed (their read side ended)."""
+        self._stop.set()
+
+    @property
+    def failure(self) -> str | None:
+        """Why the connection broke (a stdio server's message over ``max_message_bytes``)."""
+        return self.transport.failure if self.transport is not None else None
 
     def _server_cwd(self) -> str:
         configured = self.config.cwd
@@ -192,6 +213,8 @@ class McpConnection:
         leaf = _leaf(failure)
         if isinstance(leaf, McpError):
             return leaf
+        if self.failure is not None:
+            return McpError(self.failure, server=self.name)
         what = f'MCP server "{self.name}"'
         if isinstance(leaf, ProcessStartError):  # its message names the server
             return McpError(str(leaf), server=self.name)
@@ -233,6 +256,8 @@ class McpConnection:
     async def lost_reason(self, tool: str) -> str:
         """Why a call to ``tool`` found the connection closed (waits briefly for a
         stdio server's exit to be seen, to say how it ended)."""
+        if self.failure is not None:
+            return self.failure
         child = self.transport.child if self.transport is not None else None
         if child is not None and child.returncode is None and not self._closing:
             with anyio.move_on_after(0.5):
@@ -243,6 +268,8 @@ class McpConnection:
 
     def unavailable_reason(self) -> str:
         """Why calls cannot reach the server now."""
+        if self.failure is not None:
+            return self.failure
         if self._closing:
             return f'MCP server "{self.name}" has been stopped'
         child = self.transport.child if self.transport is not None else None
@@ -300,11 +327,23 @@ class McpServers:
 
     @classmethod
     async def start(
-        cls, configs: Sequence[McpServerConfig], *, ctx: Context, cwd: str
+        cls,
+        configs: Sequence[McpServerConfig],
+        *,
+        ctx: Context,
+        cwd: str,
+        sandbox: SandboxPolicy | None = None,
     ) -> McpServers:
-        """Start every server concurrently. If any fails, the others are stopped and
-        :class:`McpError` names each failed server."""
-        group = cls([McpConnection(config, cwd=cwd) for config in configs])
+        """Start every server concurrently, stdio servers under ``sandbox`` (default: the
+        context's). If any fails, the others are stopped and :class:`McpError` names
+        each failed server."""
+        policy = sandbox if sandbox is not None else ctx.sandbox
+        for config in configs:  # a row narrows, never widens: fail before starting any
+            try:
+                policy.narrowed(config.sandbox, what=f'MCP server "{config.name}"')
+            except SandboxError as exc:
+                raise McpConfigError(str(exc)) from None
+        group = cls([McpConnection(config, cwd=cwd, sandbox=policy) for config in configs])
         failures: list[McpError] = []
 
         async def start_one(connection: McpConnection) -> None:

@@ -92,8 +92,11 @@ async def call_tool(
             text = await connection.lost_reason(remote)
         elif exc.code == REQUEST_TIMEOUT:
             limit = connection.config.tool_timeout
-            within = f" within {limit:g} s" if limit is not None else ""
-            text = f'MCP tool "{remote}" of server "{server}" did not answer{within}'
+            within = f" within {limit:g} s (tool_timeout)" if limit is not None else ""
+            text = (
+                f'MCP tool "{remote}" of server "{server}" did not answer{within}; the call'
+                " was cancelled. Raise tool_timeout in the server's config for slower tools"
+            )
         else:
             text = (
                 f'MCP server "{server}" refused the call to "{remote}": {exc.message}'

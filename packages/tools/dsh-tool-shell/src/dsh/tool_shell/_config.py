@@ -6,6 +6,7 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dsh.core import SandboxConfig
 from dsh.subprocess import EnvNames, EnvVariables
 
 __all__ = ["ShellConfig"]
@@ -44,6 +45,13 @@ class ShellConfig(BaseModel):
     (everything not in the safe list, such as API keys, is dropped otherwise)."""
     term_grace: float = Field(1.0, ge=0, le=30)
     """Seconds between SIGTERM and SIGKILL when a command is stopped (timeout, cancel)."""
+    sandbox: SandboxConfig | None = None
+    """Narrows the agent's sandbox for this tool (``{ mode = "read-only" }``,
+    ``{ network = false }``); it can never widen it: asking for more than the preset's
+    ``[sandbox]`` fails the load."""
+    allow_write: list[str] = []
+    """Protected paths (``.git``, ``.dsh``, preset files) this tool's commands may write
+    anyway, as absolute paths or relative to the working directory."""
 
     @field_validator("cwd")
     @classmethod

@@ -29,7 +29,7 @@ from typing import Literal
 import anyio
 
 from dsh.core import AbortSignal
-from dsh.subprocess import ChildProcess, ProcessStartError, RunTag
+from dsh.subprocess import ChildProcess, ProcessStartError, RunTag, Sandbox
 
 __all__ = ["CommandResult", "OutputCapture", "run_command"]
 
@@ -111,14 +111,23 @@ async def run_command(
     max_output_bytes: int,
     term_grace: float,
     signal: AbortSignal,
+    sandbox: Sandbox | None = None,
 ) -> CommandResult:
     """Run ``argv`` (a shell and its ``-c`` script) until it exits, times out or is
-    cancelled; nothing it started is left running when this returns or raises."""
+    cancelled; nothing it started is left running when this returns or raises.
+    With ``sandbox``, it runs inside bubblewrap (a sandbox that cannot start is a
+    ``not-started`` result that says how to fix it)."""
     if signal.aborted:
         return CommandResult("cancelled", "", None, "not started", False, signal.reason)
     try:
         child = await ChildProcess.start(
-            argv, env=env, cwd=cwd, what="shell", tag=RunTag(), stderr_tail_bytes=4096
+            argv,
+            env=env,
+            cwd=cwd,
+            what="shell",
+            tag=RunTag(),
+            stderr_tail_bytes=4096,
+            sandbox=sandbox,
         )
     except ProcessStartError as exc:
         return CommandResult("not-started", "", None, "not started", False, str(exc))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.core import Tool, ToolContext, ToolResult
-from dsh.subprocess import scrubbed_env
+from dsh.subprocess import Sandbox, scrubbed_env
 from dsh.tool_shell._config import ShellConfig
 from dsh.tool_shell._run import CommandResult, run_command
 
@@ -32,6 +34,8 @@ def shell_tool(config: ShellConfig) -> Tool:
         agent = tctx.agent
         cwd = config.cwd or agent.cwd or agent.ctx.cwd
         timeout = min(args.timeout or config.timeout, config.max_timeout)
+        policy = agent.sandbox.narrowed(config.sandbox, strict=False)
+        allow = tuple(os.path.join(cwd, path) for path in config.allow_write)
         result = await run_command(
             [config.shell, "-c", "exec 2>&1\n" + args.command],
             cwd=cwd,
@@ -40,6 +44,7 @@ def shell_tool(config: ShellConfig) -> Tool:
             max_output_bytes=config.max_output_bytes,
             term_grace=config.term_grace,
             signal=tctx.signal,
+            sandbox=Sandbox(policy, allow_write=allow),
         )
         return _to_tool_result(result, timeout)
 
@@ -61,11 +66,15 @@ def shell_tool(config: ShellConfig) -> Tool:
 
 
 def _title(args: ShellArgs) -> str:
-    command = args.command.strip()
-    first, _, rest = command.partition("\n")
+    """``Run `first line` (+N more lines)``: a title, cut where it says so; the whole
+    command is in the call's arguments (approvers show it). Control characters are
+    kept here and shown as escapes by :meth:`Tool.title_for` (``\\r`` is no line break)."""
+    lines = args.command.strip().split("\n")
+    first = lines[0]
     if len(first) > _TITLE_CHARS:
-        first, rest = first[:_TITLE_CHARS], "…"
-    return f"Run `{first}{' …' if rest else ''}`"
+        first = first[:_TITLE_CHARS] + "…"
+    more = len(lines) - 1
+    return f"Run `{first}`" + (f" (+{more} more line{'s' if more > 1 else ''})" if more else "")
 
 
 def _to_tool_result(result: CommandResult, timeout: float) -> ToolResult:

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Install the pinned claude-agent-acp (@agentclientprotocol/claude-agent-acp, Claude Code as an
+# ACP agent) with npm, for dsh's acp provider tests that drive it for real.
+#
+# Usage: tools/install-claude-agent-acp.sh [PREFIX]
+#   PREFIX   install directory (default: $DSH_TOOLS_DIR/claude-agent-acp, else
+#            <repo>/.tools/claude-agent-acp; <repo>/.tools/ is git-ignored)
+#   env CLAUDE_AGENT_ACP_VERSION overrides the pinned version (default 0.101.0).
+#
+# Idempotent: when the pinned version is already installed it only re-checks it (about 2 s).
+# Progress goes to stderr; the only stdout line is the absolute path of the agent's entry point
+# (dist/index.js, run it with `node`), also linked as PREFIX/bin/claude-agent-acp.js. Tests find
+# it through env DSH_CLAUDE_AGENT_ACP, else <repo>/.tools/claude-agent-acp/bin/claude-agent-acp.js.
+#
+# The Claude Code CLI it drives comes with it: the native binary of the platform package that
+# @anthropic-ai/claude-agent-sdk (its dependency) pulls in as an optional dependency (~320 MB).
+# Run the entry point with `node`, not the .bin shim. It declares Node >= 22; 0.101.0 works on 20.
+set -euo pipefail
+
+VERSION="${CLAUDE_AGENT_ACP_VERSION:-0.101.0}"
+PACKAGE="@agentclientprotocol/claude-agent-acp"
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PREFIX="${1:-${DSH_TOOLS_DIR:+$DSH_TOOLS_DIR/claude-agent-acp}}"
+PREFIX="${PREFIX:-$REPO/.tools/claude-agent-acp}"
+
+for tool in node npm; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "install-claude-agent-acp.sh: '$tool' not found on PATH; install Node.js >= 20 (with npm) first" >&2
+    exit 1
+  fi
+done
+
+mkdir -p "$PREFIX"
+PREFIX="$(cd "$PREFIX" && pwd)"
+ENTRY="$PREFIX/node_modules/$PACKAGE/dist/index.js"
+
+installed_version() {
+  node -e 'try{console.log(require(process.argv[1]).version)}catch(e){}' \
+    "$PREFIX/node_modules/$PACKAGE/package.json" 2>/dev/null || true
+}
+
+find_cli() {
+  # The Claude Code CLI: the native binary of @anthropic-ai/claude-agent-sdk-<os>-<arch>.
+  find "$PREFIX/node_modules" -path '*@anthropic-ai/claude-agent-sdk-*' -type f -name claude \
+    -perm -u+x 2>/dev/null | head -n1
+}
+
+if [[ "$(installed_version)" != "$VERSION" || -z "$(find_cli)" ]]; then
+  echo "install-claude-agent-acp.sh: installing $PACKAGE@$VERSION into $PREFIX" >&2
+  npm install --prefix "$PREFIX" --no-audit --no-fund --no-save --loglevel=error \
+    --include=optional "$PACKAGE@$VERSION" >&2
+else
+  echo "install-claude-agent-acp.sh: $PACKAGE@$VERSION already installed in $PREFIX" >&2
+fi
+
+if [[ "$(installed_version)" != "$VERSION" || ! -f "$ENTRY" ]]; then
+  echo "install-claude-agent-acp.sh: $PACKAGE@$VERSION is not at $ENTRY after npm install" >&2
+  exit 1
+fi
+if [[ -z "$(find_cli)" ]]; then
+  echo "install-claude-agent-acp.sh: no Claude Code CLI under $PREFIX/node_modules" \
+    "(is there a @anthropic-ai/claude-agent-sdk platform package for $(uname -s)/$(uname -m)?)" >&2
+  exit 1
+fi
+mkdir -p "$PREFIX/bin"
+ln -sfn "$ENTRY" "$PREFIX/bin/claude-agent-acp.js"
+
+# Smoke test: the agent answers `initialize` on stdio (no model is asked; the CLI is not started).
+CHECK="$(mktemp -d "$PREFIX/.check.XXXXXX")"
+trap 'rm -rf "$CHECK"' EXIT
+mkdir -p "$CHECK/home" "$CHECK/config" "$CHECK/tmp"
+env -i PATH="$PATH" HOME="$CHECK/home" CLAUDE_CONFIG_DIR="$CHECK/config" TMPDIR="$CHECK/tmp" \
+  CLAUDE_CODE_TMPDIR="$CHECK/tmp" DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+  node - "$ENTRY" "$VERSION" >&2 <<'JS'
+const { spawn } = require("child_process");
+const [entry, version] = process.argv.slice(2);
+const p = spawn(process.execPath, [entry], { stdio: ["pipe", "pipe", "ignore"] });
+const timer = setTimeout(() => {
+  console.error("install-claude-agent-acp.sh: initialize smoke test timed out");
+  p.kill("SIGKILL");
+  process.exit(1);
+}, 30000);
+let buf = "";
+p.stdout.on("data", (d) => {
+  buf += d;
+  const lines = buf.split("\n");
+  buf = lines.pop();
+  for (const line of lines) {
+    let m;
+    try { m = JSON.parse(line); } catch (e) { continue; }
+    if (m.id !== 1) continue;
+    const info = (m.result && m.result.agentInfo) || {};
+    if (!m.result || m.result.protocolVersion !== 1 || info.version !== version) {
+      console.error("install-claude-agent-acp.sh: unexpected initialize answer: " + line);
+      p.kill("SIGKILL");
+      process.exit(1);
+    }
+    p.on("exit", () => {
+      clearTimeout(timer);
+      console.error(`install-claude-agent-acp.sh: ${info.name} ${info.version} initialize OK`);
+    });
+    p.stdin.end();
+    return;
+  }
+});
+p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {
+  protocolVersion: 1, clientCapabilities: { fs: { readTextFile: false, writeTextFile: false },
+  terminal: false } } }) + "\n");
+JS
+echo "$ENTRY"

@@ -5,6 +5,8 @@ result's usage is the remote tree's."""
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +133,59 @@ async def test_the_http_json_binding(rig: Any, tmp_path: Path, kit: Any) -> None
         assert result.usage.output_tokens == 3
     finally:
         assert server.stop() == 143
+
+
+SELF_CHAIN = """
+[[plugin]]
+name = "dsh-testing-keyed-model"
+
+[agent.model]
+adapter = "keyed"
+[[agent.model.options.default]]
+[[agent.model.options.default.tool_calls]]
+name = "subagent_a2a"
+arguments = {{ description = "go deeper", prompt = "recurse" }}
+[[agent.model.options.default]]
+text = "level done <{{tool_results}}>"
+
+[[plugin]]
+name = "dsh-subagent-a2a"
+config = {{ url = "{url}" }}
+
+[[plugin]]
+name = "dsh-tool-subagent"
+config = {{ provider = "a2a", tool_name = "subagent_a2a", max_depth = "provider-managed" }}
+"""
+
+
+async def test_a_server_that_delegates_to_itself_stops_at_the_default_ceiling(
+    rig: Any, tmp_path: Path, kit: Any
+) -> None:
+    """A `dsh a2a` whose own preset delegates back to itself, every row
+    `provider-managed` (issue 21 item 1): the depth travels in the message metadata and
+    the default ceiling stops the chain at depth 5; the deepest model sees the refusal."""
+    import socket
+
+    from dsh.subagent.kit import DEFAULT_MAX_DEPTH
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/"
+    preset = tmp_path / "self.toml"
+    preset.write_text(SELF_CHAIN.format(url=url))
+    server = kit.launch(
+        [sys.executable, "-m", "dsh.a2a", "--preset", str(preset), "--port", str(port)],
+        re.compile(r"dsh a2a: serving \"[^\"]*\" at (\S+) "),
+        tmp_path / "self.stderr",
+    )
+    try:
+        name = rig.register(server.url)
+        with anyio.fail_after(90):
+            result = await rig.run(name, "recurse")
+    finally:
+        assert server.stop() == 143
+    assert result.stop_reason == "completed", result
+    assert result.output.count("level done") == DEFAULT_MAX_DEPTH
+    depth = DEFAULT_MAX_DEPTH + 1
+    assert f"subagent depth {depth} exceeds max_depth {DEFAULT_MAX_DEPTH}" in result.output

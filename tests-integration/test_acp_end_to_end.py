@@ -13,6 +13,7 @@ import pytest
 
 from dsh.core import Context, last_output, parse_preset, text_of
 from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.fixtures import ONE_TOOL_CALL_TURN
 from dsh.testing.processes import live_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -87,15 +88,7 @@ async def test_child_answer_lands_in_the_parent_log(tmp_path: Path) -> None:
     assert result["data"]["stop_reason"] == "completed"  # type: ignore[index]
     assert final == f"The child said: {answer}"
     # the parent's log records only the call and its result, nothing of the child's turn
-    assert [e["type"] for e in events] == [
-        "user/message",
-        "turn/start",
-        "assistant/message",
-        "tool/call",
-        "tool/result",
-        "assistant/message",
-        "turn/end",
-    ]
+    assert [e["type"] for e in events] == list(ONE_TOOL_CALL_TURN)
 
 
 async def test_a_failing_child_becomes_an_error_tool_result(tmp_path: Path) -> None:

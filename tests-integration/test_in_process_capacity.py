@@ -32,6 +32,7 @@ from dsh.subagent import (
 )
 from dsh.subagent._admission import Admission
 from dsh.testing.conformance import ConformanceHarness, ProviderConformance
+from dsh.testing.fixtures import prompt_behaviour_conformance
 from dsh.testing.scripting import prompt_behaviour_model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -367,13 +368,4 @@ class TestQueuedSpawnConformance(ProviderConformance):
                 runtime._admission.release(gates)
 
             ctx.spawn(release)
-            yield ConformanceHarness(
-                ctx,
-                "spawn",
-                parent,
-                complete_prompt="summarise",
-                expected_output="child says: summarise",
-                hang_prompt="hang",
-                fail_prompt="fail",
-                cancel_bound=1.0,
-            )
+            yield prompt_behaviour_conformance(ctx, "spawn", parent)

@@ -2,10 +2,10 @@
 # The ACP-facing tests against agent-client-protocol 1.0, while the workspace (uv.lock) stays on
 # 0.12: dsh-acp and dsh-cli declare `agent-client-protocol>=0.12,<2` and must work with both.
 #
-# Builds a throwaway environment in a temp dir: the workspace packages dsh-cli needs (dsh-acp among
-# them; editable, from uv.lock, with their dev dependencies) plus agent-client-protocol==VERSION,
-# resolved against the packages' declared ranges (so a range that excludes VERSION fails here).
-# Then runs the dsh-acp tests and dsh-cli's test_acp_*.py in it: among them the Python SDK client
+# Builds a throwaway environment in a temp dir: the workspace packages dsh-acp needs (dsh-cli among
+# its dev dependencies; editable, from uv.lock) plus agent-client-protocol==VERSION, resolved
+# against the packages' declared ranges (so a range that excludes VERSION fails here).
+# Then runs the dsh-acp tests (`dsh acp` included) in it: among them the Python SDK client
 # (acp_sdk_client.py, checked to be VERSION) and the TypeScript SDK client driving a `dsh acp`
 # that runs on VERSION.
 #
@@ -24,7 +24,7 @@ tools/install-acp-sdk.sh >/dev/null
 
 echo "check_acp_1.sh: environment with agent-client-protocol==$VERSION in $work" >&2
 uv venv --quiet "$work/venv"
-uv export --frozen --no-hashes --no-header --quiet --package dsh-cli \
+uv export --frozen --no-hashes --no-header --quiet --package dsh-acp \
   --no-emit-package agent-client-protocol >"$work/requirements.txt"
 uv pip install --quiet --python "$work/venv/bin/python" -r "$work/requirements.txt" \
   "agent-client-protocol==$VERSION"
@@ -35,6 +35,6 @@ if [[ "$got" != "$VERSION" ]]; then
   exit 1
 fi
 
-echo "check_acp_1.sh: dsh-acp tests and dsh-cli test_acp_*.py on agent-client-protocol $got" >&2
+echo "check_acp_1.sh: dsh-acp tests on agent-client-protocol $got" >&2
 DSH_EXPECT_ACP_VERSION="$VERSION" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
-  packages/acp/dsh-acp/tests packages/cli/dsh-cli/tests/test_acp_*.py "$@"
+  packages/acp/dsh-acp/tests "$@"

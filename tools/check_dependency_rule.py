@@ -37,7 +37,8 @@ NOT_PROVIDERS = {
 }
 # The provider kit (DESIGN.md section 10): shared building blocks for providers that,
 # like the interface, must not depend on or import any provider. Checked when present.
-KIT = {"dsh-subprocess"}
+# dsh-jsonrpc is the JSON-RPC peer the acp and codex providers (and dsh-acp) speak through.
+KIT = {"dsh-subprocess", "dsh-jsonrpc"}
 # Libraries any package may use: general-purpose, not one provider's transport.
 SHARED_LIBRARIES = {
     "anyio",
@@ -52,8 +53,9 @@ def providers(packages: list[Package]) -> dict[str, set[str]]:
     """Every provider distribution and its own transport libraries.
 
     A provider's transports are the third-party libraries it declares, directly or
-    through the dsh packages it declares (dsh-subagent-acp gets agent-client-protocol
-    through dsh-acp), less SHARED_LIBRARIES and whatever the interface itself brings.
+    through the dsh packages it declares (a provider that declared dsh-acp would get
+    agent-client-protocol through it), less SHARED_LIBRARIES and whatever the interface
+    itself brings.
     """
     by_name = {package.name: package for package in packages}
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the pinned TypeScript ACP SDK (@agentclientprotocol/sdk, the reference client) with npm,
-# for the tests that drive `dsh acp` with it (packages/cli/dsh-cli/tests/test_acp_sdk_clients.py).
+# for the tests that drive `dsh acp` with it (packages/acp/dsh-acp/tests/test_acp_sdk_clients.py).
 #
 # Usage: tools/install-acp-sdk.sh [PREFIX]
 #   PREFIX   install directory (default: $DSH_TOOLS_DIR/acp-sdk, else <repo>/.tools/acp-sdk;
@@ -14,39 +14,10 @@
 set -euo pipefail
 
 VERSION="${ACP_SDK_VERSION:-2.4.0}"
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PREFIX="${1:-${DSH_TOOLS_DIR:+$DSH_TOOLS_DIR/acp-sdk}}"
-PREFIX="${PREFIX:-$REPO/.tools/acp-sdk}"
-
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "install-acp-sdk.sh: '$tool' not found on PATH; install Node.js >= 18 (with npm) first" >&2
-    exit 1
-  fi
-done
-
-mkdir -p "$PREFIX"
-PREFIX="$(cd "$PREFIX" && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/install-npm-pinned.sh"
+npm_pinned_prefix acp-sdk 18 "${1:-}"
+npm_pinned_install @agentclientprotocol/sdk "$VERSION"
 PACKAGE="$PREFIX/node_modules/@agentclientprotocol/sdk"
-
-installed_version() {
-  node -e 'try{console.log(require(process.argv[1]).version)}catch(e){}' \
-    "$PACKAGE/package.json" 2>/dev/null || true
-}
-
-if [[ "$(installed_version)" != "$VERSION" ]]; then
-  echo "install-acp-sdk.sh: installing @agentclientprotocol/sdk@$VERSION into $PREFIX" >&2
-  npm install --prefix "$PREFIX" --no-audit --no-fund --no-save --loglevel=error \
-    "@agentclientprotocol/sdk@$VERSION" >&2
-else
-  echo "install-acp-sdk.sh: @agentclientprotocol/sdk@$VERSION already installed in $PREFIX" >&2
-fi
-
-got="$(installed_version)"
-if [[ "$got" != "$VERSION" ]]; then
-  echo "install-acp-sdk.sh: $PACKAGE/package.json says version '$got', expected $VERSION" >&2
-  exit 1
-fi
 
 # Smoke test: the package loads (an ES module) and has the client side the tests use.
 node --input-type=module - "$PACKAGE" >&2 <<'JS'

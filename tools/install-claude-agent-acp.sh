@@ -19,25 +19,9 @@ set -euo pipefail
 
 VERSION="${CLAUDE_AGENT_ACP_VERSION:-0.101.0}"
 PACKAGE="@agentclientprotocol/claude-agent-acp"
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PREFIX="${1:-${DSH_TOOLS_DIR:+$DSH_TOOLS_DIR/claude-agent-acp}}"
-PREFIX="${PREFIX:-$REPO/.tools/claude-agent-acp}"
-
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "install-claude-agent-acp.sh: '$tool' not found on PATH; install Node.js >= 20 (with npm) first" >&2
-    exit 1
-  fi
-done
-
-mkdir -p "$PREFIX"
-PREFIX="$(cd "$PREFIX" && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/install-npm-pinned.sh"
+npm_pinned_prefix claude-agent-acp 20 "${1:-}"
 ENTRY="$PREFIX/node_modules/$PACKAGE/dist/index.js"
-
-installed_version() {
-  node -e 'try{console.log(require(process.argv[1]).version)}catch(e){}' \
-    "$PREFIX/node_modules/$PACKAGE/package.json" 2>/dev/null || true
-}
 
 find_cli() {
   # The Claude Code CLI: the native binary of @anthropic-ai/claude-agent-sdk-<os>-<arch>.
@@ -45,15 +29,8 @@ find_cli() {
     -perm -u+x 2>/dev/null | head -n1
 }
 
-if [[ "$(installed_version)" != "$VERSION" || -z "$(find_cli)" ]]; then
-  echo "install-claude-agent-acp.sh: installing $PACKAGE@$VERSION into $PREFIX" >&2
-  npm install --prefix "$PREFIX" --no-audit --no-fund --no-save --loglevel=error \
-    --include=optional "$PACKAGE@$VERSION" >&2
-else
-  echo "install-claude-agent-acp.sh: $PACKAGE@$VERSION already installed in $PREFIX" >&2
-fi
-
-if [[ "$(installed_version)" != "$VERSION" || ! -f "$ENTRY" ]]; then
+npm_pinned_install "$PACKAGE" "$VERSION" "$(find_cli)" --include=optional
+if [[ ! -f "$ENTRY" ]]; then
   echo "install-claude-agent-acp.sh: $PACKAGE@$VERSION is not at $ENTRY after npm install" >&2
   exit 1
 fi

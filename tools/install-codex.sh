@@ -16,24 +16,8 @@
 set -euo pipefail
 
 VERSION="${CODEX_VERSION:-0.171.0}"
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PREFIX="${1:-${DSH_TOOLS_DIR:+$DSH_TOOLS_DIR/codex}}"
-PREFIX="${PREFIX:-$REPO/.tools/codex}"
-
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "install-codex.sh: '$tool' not found on PATH; install Node.js >= 18 (with npm) first" >&2
-    exit 1
-  fi
-done
-
-mkdir -p "$PREFIX"
-PREFIX="$(cd "$PREFIX" && pwd)"
-
-installed_version() {
-  node -e 'try{console.log(require(process.argv[1]).version)}catch(e){}' \
-    "$PREFIX/node_modules/@openai/codex/package.json" 2>/dev/null || true
-}
+source "$(dirname "${BASH_SOURCE[0]}")/install-npm-pinned.sh"
+npm_pinned_prefix codex 18 "${1:-}"
 
 find_native() {
   # The native binary comes in the platform package, an optional dependency of @openai/codex
@@ -42,13 +26,7 @@ find_native() {
     -perm -u+x 2>/dev/null | head -n1
 }
 
-if [[ "$(installed_version)" != "$VERSION" || -z "$(find_native)" ]]; then
-  echo "install-codex.sh: installing @openai/codex@$VERSION into $PREFIX" >&2
-  npm install --prefix "$PREFIX" --no-audit --no-fund --no-save --loglevel=error \
-    --include=optional "@openai/codex@$VERSION" >&2
-else
-  echo "install-codex.sh: @openai/codex@$VERSION already installed in $PREFIX" >&2
-fi
+npm_pinned_install @openai/codex "$VERSION" "$(find_native)" --include=optional
 
 BIN="$(find_native)"
 if [[ -z "$BIN" ]]; then

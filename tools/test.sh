@@ -6,7 +6,7 @@
 # Installs what it needs: uv (from PyPI, if missing), bubblewrap (the sandbox; Debian package,
 # when run as root or with sudo), the Python packages (uv.lock), and the pinned Codex CLI and
 # claude-agent-acp (npm) that the codex and acp providers' tests drive for real, and the
-# TypeScript ACP SDK (npm) that drives `dsh acp` in dsh-cli's tests.
+# TypeScript ACP SDK (npm) that drives `dsh acp` in dsh-acp's tests.
 #
 # Usage: tools/test.sh [PACKAGE-NAME ...]     (default: every package, then integration)
 set -euo pipefail

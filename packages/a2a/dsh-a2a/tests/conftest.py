@@ -5,15 +5,12 @@ helpers (requests the SDK's client would never send)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,38 +18,25 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-KEYED_PRESET = """
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[agent.model]
-adapter = "keyed"
-[[agent.model.options.rules]]
-contains = "hang"
-replies = [{ hang = true }]
-[[agent.model.options.rules]]
-contains = "fail"
-replies = [{ error = "the scripted model fails on purpose" }]
-[[agent.model.options.default]]
-text = "Done: {prompt}"
-chunks = 3
-"""
+from dsh.testing.fixtures import (
+    KEYED_PRESET,
+    ServingProcess,
+    keyed_rule,
+    plugin_rows,
+    start_serving,
+)
 
 COMMAND_TOOL_PRESET = (
     KEYED_PRESET
-    + """
-[[plugin]]
-name = "dsh-testing-example"
-config = { command_tool = "run" }
-
-[[agent.model.options.rules]]
-contains = "run the script"
-[[agent.model.options.rules.replies]]
-text = "Running it."
-tool_calls = [{ name = "run", arguments = { argv = ["/bin/sh", "-c", "$SCRIPT"] } }]
-[[agent.model.options.rules.replies]]
-text = "ran: {tool_results}"
-"""
+    + plugin_rows(("dsh-testing-example", {"command_tool": "run"}))
+    + keyed_rule(
+        "run the script",
+        {
+            "text": "Running it.",
+            "tool_calls": [{"name": "run", "arguments": {"argv": ["/bin/sh", "-c", "$SCRIPT"]}}],
+        },
+        {"text": "ran: {tool_results}"},
+    )
 )
 
 
@@ -70,30 +54,8 @@ READY = re.compile(r"dsh a2a: serving \"[^\"]*\" at (\S+) ")
 START_BOUND = 90.0
 
 
-@dataclass
-class Server:
-    """A running ``dsh a2a`` process: its URL, its stderr file."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    stderr_path: Path
-    returncode: int | None = field(default=None)
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def stop(self, sig: int = signal.SIGTERM, bound: float = 20.0) -> int:
-        """Signal the server and wait for it (SIGKILL past ``bound``); its exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(bound)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.returncode = self.process.returncode
-        return self.returncode
+Server = ServingProcess
+"""A running ``dsh a2a`` process: its URL, its stderr file."""
 
 
 def start_server(
@@ -108,28 +70,7 @@ def start_server(
     dsh.a2a``) on 127.0.0.1 with a free port; wait until it serves."""
     module = ["-m", "dsh.cli", "a2a"] if via_cli else ["-m", "dsh.a2a"]
     argv = [sys.executable, *module, "--preset", str(preset), "--port", "0", *extra]
-    stderr_path = tmp / f"{name}.stderr"
-    with stderr_path.open("wb") as stderr:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=stderr,
-            stderr=stderr,
-            env={**os.environ, **(env or {})},
-            cwd=tmp,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + START_BOUND
-    while time.monotonic() < deadline:
-        match = READY.search(stderr_path.read_text(errors="replace"))
-        if match:
-            return Server(process, match.group(1), stderr_path)
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    server = Server(process, "", stderr_path)
-    server.stop(signal.SIGKILL)
-    raise AssertionError(f"dsh a2a did not start:\n{server.stderr}")
+    return start_serving(argv, READY, tmp / f"{name}.stderr", env=env, cwd=tmp, bound=START_BOUND)
 
 
 def address(server: Server) -> tuple[str, int]:

@@ -36,6 +36,7 @@ from a2a.types import (
     TaskState,
 )
 
+from dsh.testing.fixtures import fake_openai_preset
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
 from dsh.testing.processes import alive, cmdline, descendants
 
@@ -46,21 +47,10 @@ GRACE = 1.5
 BOUND = 20.0
 """Seconds past the grace period the cancel may take on a busy machine."""
 
-PRESET = """
-[[plugin]]
-name = "dsh-llm-openai"
 
-[[plugin]]
-name = "dsh-tool-shell"
-
-[agent.model]
-adapter = "openai"
-model = "fake-model"
-options = {{ base_url = "{base}", api_key_env = "" }}
-
-[permissions.tools]
-shell = "allow"
-"""
+def shell_agent_preset(base: str) -> str:
+    """The agent on the fake model server at ``base``, with a shell it may use."""
+    return fake_openai_preset(base, "dsh-tool-shell") + '\n[permissions.tools]\nshell = "allow"\n'
 
 
 @pytest.fixture
@@ -76,7 +66,7 @@ def sleep_call(seconds: float) -> ChatReply:
 
 def start(tmp_path: Path, kit: Any, model: OpenAIChatServer) -> Any:
     preset = tmp_path / "shell-agent.toml"
-    preset.write_text(PRESET.format(base=model.api_base), encoding="utf-8")
+    preset.write_text(shell_agent_preset(model.api_base), encoding="utf-8")
     return kit.start_server(tmp_path, preset, "--orphan-grace", str(GRACE), "--log-level", "info")
 
 

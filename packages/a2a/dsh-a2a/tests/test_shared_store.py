@@ -109,3 +109,14 @@ async def test_two_instances_share_tasks(tmp_path: Path, keyed_preset: Path, kit
     for server in (first, second):
         assert "Traceback" not in server.stderr, server.stderr
         assert "ERROR" not in server.stderr, server.stderr
+
+
+async def test_an_unusable_task_store_is_a_dsh_error_naming_the_value() -> None:
+    from dsh.a2a._store import TaskStoreError, open_task_store
+    from dsh.core import DshError
+
+    with pytest.raises(DshError) as info:
+        await open_task_store("mysql://db.example/tasks")
+    assert isinstance(info.value, TaskStoreError)
+    assert isinstance(info.value, ValueError)  # callers that catch ValueError still do
+    assert "unsupported database 'mysql'" in str(info.value)

@@ -17,34 +17,13 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
 from google.protobuf.json_format import MessageToDict
 
+from dsh.testing.fixtures import HANG_RULE, SPAWN_SUBAGENT_TOOL, delegate_rule, keyed_preset
+
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
-DELEGATING = """
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[agent.model]
-adapter = "keyed"
-
-[[agent.model.options.rules]]
-contains = "delegate"
-[[agent.model.options.rules.replies]]
-text = "Delegating."
-tool_calls = [{ name = "subagent", arguments = { description = "inner", prompt = "hang here" } }]
-[[agent.model.options.rules.replies]]
-text = "child done: {tool_results}"
-
-[[agent.model.options.rules]]
-contains = "hang"
-replies = [{ hang = true }]
-
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = { provider = "spawn", tool_name = "subagent", max_depth = 3 }
-"""
+DELEGATING = keyed_preset(
+    delegate_rule("hang here"), HANG_RULE, default=None, plugins=SPAWN_SUBAGENT_TOOL
+)
 
 
 def progress_of(event: StreamResponse) -> dict[str, Any] | None:

@@ -1,34 +1,6 @@
-"""A dsh process that ran a child process (the shell tool, an ACP child) leaves its
-watchdog behind for a moment after it exits: the watchdog sees the pipe close, sweeps,
-and exits. Wait for that before the dsh-testing plugin counts leftover processes, so a
-test fails only for a process that really stays."""
+"""Each test records workspace trust in a folder of its own, and waits for the watchdogs
+of the dsh processes it ran to finish (dsh-testing's shared fixtures)."""
 
-from __future__ import annotations
+from dsh.testing._acp_fixtures import dsh_state_dir, dsh_watchdogs_gone
 
-import time
-from collections.abc import Iterator
-
-import pytest
-
-from dsh.testing.processes import cmdline, live_children
-
-WATCHDOG_MARK = "dsh-watchdog"
-
-
-@pytest.fixture(autouse=True)
-def _private_trust_store(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every test (and every dsh it starts) records workspace trust in a folder of its
-    own, never in the user's state directory."""
-    monkeypatch.setenv("DSH_STATE_DIR", str(tmp_path_factory.mktemp("dsh-state")))
-
-
-@pytest.fixture(autouse=True)
-def _let_exited_dsh_watchdogs_finish() -> Iterator[None]:
-    yield
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if not any(WATCHDOG_MARK in cmdline(pid) for pid in live_children()):
-            return
-        time.sleep(0.05)
+__all__ = ["dsh_state_dir", "dsh_watchdogs_gone"]

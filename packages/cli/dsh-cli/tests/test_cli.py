@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -203,54 +202,3 @@ def test_unknown_provider_on_a_tool_row_names_the_row(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert '"spwan"' in done.stderr
     assert "dsh-tool-subagent" in done.stderr
-
-
-SCRIPTED = '[agent.model]\nadapter = "scripted"\n'
-
-
-def test_acp_with_stdin_on_dev_null_exits_promptly(tmp_path: Path) -> None:
-    preset = tmp_path / "p.toml"
-    preset.write_text(SCRIPTED)
-    with open(os.devnull, "rb") as devnull:
-        done = subprocess.run(
-            [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(preset)],
-            stdin=devnull,
-            capture_output=True,
-            timeout=30,
-        )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == b""
-
-
-def test_acp_answers_requests_read_from_a_file(tmp_path: Path) -> None:
-    preset = tmp_path / "p.toml"
-    preset.write_text(SCRIPTED)
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text(
-        json.dumps(
-            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
-        )
-        + "\n"
-        + json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "session/new",
-                "params": {"cwd": str(tmp_path), "mcpServers": []},
-            }
-        )
-        + "\n"
-    )
-    out = tmp_path / "out.jsonl"
-    with open(requests, "rb") as stdin, open(out, "wb") as stdout:
-        done = subprocess.run(
-            [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(preset)],
-            stdin=stdin,
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            timeout=30,
-        )
-    assert done.returncode == 0, done.stderr
-    answers = {a["id"]: a for a in map(json.loads, out.read_text().splitlines())}
-    assert answers[0]["result"]["protocolVersion"] == 1
-    assert answers[1]["result"]["sessionId"]

@@ -6,7 +6,6 @@ any model tells the editor's user to set the ``env`` block of the agent server."
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -15,9 +14,10 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent
+from acp import PROTOCOL_VERSION, Client, RequestError
 
 from dsh.testing.docs import extract_blocks
+from dsh.testing.fixtures import dsh_acp_child
 from dsh.testing.model_servers import ChatReply, OpenAIChatServer
 
 pytestmark = pytest.mark.timeout(90)
@@ -125,30 +125,14 @@ async def test_dsh_acp_without_a_model_tells_the_editor_user_to_set_the_env_bloc
 ) -> None:
     stderr = tmp_path / "dsh-acp.stderr"
     with stderr.open("wb") as errors:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "dsh.cli", "acp", "--preset", "standard",
-            env=clean_env(), cwd=tmp_path, stderr=errors,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        assert process.stdin is not None
-        assert process.stdout is not None
-        conn = connect_to_agent(_Client(), process.stdin, process.stdout)
-        try:
+        async with dsh_acp_child(
+            _Client(), "--preset", "standard", cwd=tmp_path, env=clean_env(), stderr=errors
+        ) as (conn, process):
             with anyio.fail_after(60):
                 await conn.initialize(protocol_version=PROTOCOL_VERSION)
                 with pytest.raises(RequestError) as info:
                     await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-        finally:
-            await conn.close()
-            process.stdin.close()
-            try:
-                with anyio.fail_after(15):
-                    code = await process.wait()
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-    assert code == 0, stderr.read_text()
+    assert process.returncode == 0, stderr.read_text()
     message = str(info.value)
     assert "dsh acp cannot start a session: no model is configured" in message
     assert "`env` block in the editor's settings" in message

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from dsh.testing.fixtures import dsh_acp_child
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
 from dsh.testing.model_servers._http import RecordedRequest
 
@@ -347,10 +348,8 @@ name = "dsh-tool-shell"
 async def test_acp_permission_request_has_an_honest_title_and_the_whole_command(
     tmp_path: Path,
 ) -> None:
-    import asyncio
-
     import anyio
-    from acp import PROTOCOL_VERSION, Client, connect_to_agent
+    from acp import PROTOCOL_VERSION, Client
     from acp.schema import (
         DeniedOutcome,
         PermissionOption,
@@ -376,26 +375,13 @@ async def test_acp_permission_request_has_an_honest_title_and_the_whole_command(
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
 
     preset = write(tmp_path, ACP_PRESET)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dsh.cli", "acp", "--preset", str(preset),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=tmp_path,
-    )  # fmt: skip
-    assert process.stdin is not None
-    assert process.stdout is not None
-    conn = connect_to_agent(Editor(), process.stdin, process.stdout)
-    try:
+    async with dsh_acp_child(Editor(), "--preset", str(preset), cwd=tmp_path) as (conn, _):
         with anyio.fail_after(30):
             await conn.initialize(protocol_version=PROTOCOL_VERSION)
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             await conn.prompt(
                 session_id=session.session_id, prompt=[TextContentBlock(type="text", text="go")]
             )
-    finally:
-        with anyio.CancelScope(shield=True):
-            await conn.close()
-            process.stdin.close()
-            with anyio.fail_after(15):
-                await process.wait()
     (request,) = asked
     assert request.title == f"Run `{SHOWN}` (+1 more line)"
     assert request.raw_input == {"command": TRICK, "timeout": None}

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent
+from acp import PROTOCOL_VERSION, Client, RequestError
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
+
+from dsh.testing.fixtures import dsh_acp_child
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -196,15 +198,8 @@ class _Quiet(Client):
 async def _acp_new_session(cwd: Path, *extra: str) -> str | None:
     """Start ``dsh acp`` in ``cwd`` as an editor would; the error of ``session/new``
     (``None`` when it worked)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dsh.cli", "acp", *extra, cwd=cwd,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    assert process.stdin is not None
-    assert process.stdout is not None
-    conn = connect_to_agent(_Quiet(), process.stdin, process.stdout)
-    try:
+    quiet = asyncio.subprocess.DEVNULL
+    async with dsh_acp_child(_Quiet(), *extra, cwd=cwd, stderr=quiet, exit_bound=20) as (conn, _):
         with anyio.fail_after(60):
             await conn.initialize(protocol_version=PROTOCOL_VERSION)
             try:
@@ -212,17 +207,6 @@ async def _acp_new_session(cwd: Path, *extra: str) -> str | None:
             except RequestError as exc:
                 return str(exc)
             return None
-    finally:
-        with anyio.CancelScope(shield=True):
-            await conn.close()
-            process.stdin.close()
-            try:
-                with anyio.fail_after(20):
-                    await process.wait()
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
 
 
 @pytest.mark.anyio

@@ -25,6 +25,7 @@ from dsh.core import (
     tool,
 )
 from dsh.core._llm import BoundModel, ModelRequest
+from dsh.testing.fixtures import ONE_TOOL_CALL_TURN
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
 
@@ -64,15 +65,7 @@ async def test_tool_call_round_trip() -> None:
         )
         outcome = await agent.run("add them")
         assert outcome.stop_reason == "completed"
-        assert types(agent) == [
-            "user/message",
-            "turn/start",
-            "assistant/message",
-            "tool/call",
-            "tool/result",
-            "assistant/message",
-            "turn/end",
-        ]
+        assert types(agent) == list(ONE_TOOL_CALL_TURN)
         result = agent.session.events[4].data
         assert result["call_id"] == agent.session.events[3].data["id"]
         assert result["content"] == [{"type": "text", "text": "42"}]

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
 
-from dsh.core import PresetError, find_preset, named_presets
-from dsh.core.argtypes import non_negative_float, port_number, positive_float, positive_int
+from dsh.core import TRACING_SWITCH_ENV, PresetError, find_preset, named_presets
+from dsh.core.argtypes import (
+    add_capacity_arguments,
+    add_log_level_argument,
+    add_otel_argument,
+    apply_otel_argument,
+    non_negative_float,
+    port_number,
+    positive_float,
+    positive_int,
+)
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -75,3 +85,29 @@ def test_argument_types_accept_good_values() -> None:
     assert positive_float("0.5") == 0.5
     assert non_negative_float("0") == 0.0
     assert port_number("0") == 0
+
+
+def test_the_options_servers_share() -> None:
+    parser = argparse.ArgumentParser()
+    add_capacity_arguments(parser, "session", "sessions")
+    add_log_level_argument(parser)
+    args = parser.parse_args([])
+    assert (args.max_sessions, args.session_idle, args.log_level) == (256, 1800.0, "warning")
+    args = parser.parse_args(["--max-sessions", "3", "--session-idle", "2.5"])
+    assert (args.max_sessions, args.session_idle) == (3, 2.5)
+    assert "close sessions idle this long" in parser.format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--max-sessions", "0"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--log-level", "loud"])
+
+
+def test_otel_sets_the_tracing_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TRACING_SWITCH_ENV, "0")  # recorded: the switch is undone after
+    monkeypatch.delenv(TRACING_SWITCH_ENV)
+    parser = argparse.ArgumentParser()
+    add_otel_argument(parser)
+    apply_otel_argument(parser.parse_args([]))
+    assert TRACING_SWITCH_ENV not in os.environ
+    apply_otel_argument(parser.parse_args(["--otel"]))
+    assert os.environ[TRACING_SWITCH_ENV] == "1"

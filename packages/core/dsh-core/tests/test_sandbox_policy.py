@@ -66,6 +66,18 @@ def test_a_parent_processes_ceiling_clamps_the_childs_own_preset() -> None:
     assert elsewhere.writable_dirs("/other") == ()  # not writable for the parent either
 
 
+def test_the_directories_a_sandbox_mounts_writable() -> None:
+    policy = SandboxPolicy.from_config(SandboxConfig(writable_roots=["/w/sub", "/opt/cache"]))
+    # a directory inside another is mounted with it; extras only where writes are allowed
+    assert policy.bind_dirs("/w", ["/opt/cache/x", "/state"]) == ("/w", "/opt/cache", "/state")
+    reader = policy.narrowed(SandboxConfig(mode="read-only"))
+    assert reader.bind_dirs("/w", ["/state"]) == ()
+    assert SandboxPolicy.inside("/w/a/b", ["/x", "/w"])
+    assert SandboxPolicy.inside("/w", ["/w"])
+    assert not SandboxPolicy.inside("/wx/a", ["/w"])
+    assert SandboxPolicy.inside("/anything", ["/"])
+
+
 @pytest.mark.parametrize("text", ["", "{", '{"mode": "wide"}', '{"mode": "off"}'])
 def test_a_malformed_inherited_policy_is_an_error(text: str) -> None:
     with pytest.raises(SandboxError, match=SANDBOX_ENV):

@@ -7,16 +7,19 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 
 from dsh.core import AbortSignal, Context, parse_preset
 from dsh.subagent import (
     NO_START_CAPABILITIES,
+    InstalledProvider,
     SubagentProgress,
     SubagentRuntime,
     SubagentStartRequest,
     SubagentUsage,
     UnsupportedCapability,
+    installed_providers,
 )
 from dsh.subagent_example_echo import EchoConfig, EchoProvider, plugin
 from dsh.subagent_example_echo._provider import CHILD
@@ -75,6 +78,42 @@ async def test_the_kit_stops_a_turn_past_turn_timeout(ctx: Context) -> None:
         result = await run.result
     assert result.stop_reason == "error"
     assert "no answer within turn_timeout = 0.5 s" in (result.diagnostic or "")
+
+
+async def test_the_childs_own_aborted_result_reaches_the_caller(ctx: Context) -> None:
+    signal = AbortSignal()
+    parent = ctx.agents.create()
+    run = await SubagentRuntime.of(ctx).start(
+        "echo", SubagentStartRequest("one two hang", parent, signal)
+    )
+    async with run:
+        seen = []
+        with anyio.fail_after(20):
+            async for item in run.progress():
+                seen.append(item.text)
+                if len(seen) == 2:
+                    break
+            signal.abort("the parent changed its mind")
+            result = await run.result
+    assert seen == ["one ", "two "]
+    assert result.stop_reason == "aborted"
+    # EchoRun.turn's own result (the child answered "cancelled" within cancel_grace),
+    # its output filled in by the kit from partial_output()
+    assert result.diagnostic == "the parent changed its mind; the echo child stopped"
+    assert result.output == "one two"
+
+
+def test_the_provider_is_listed_as_installed() -> None:
+    echo = [p for p in installed_providers() if p.name == "echo"]
+    assert echo == [
+        InstalledProvider(
+            "echo",
+            "dsh-subagent-example-echo",
+            "dsh-subagent-example-echo",
+            "dsh.subagent_example_echo:plugin",
+        )
+    ]
+    assert echo[0].describe() == '"echo" (plugin "dsh-subagent-example-echo")'
 
 
 async def test_no_start_capabilities(ctx: Context) -> None:

@@ -13,23 +13,24 @@ from dsh.core import (
     AbortSignal,
     Agent,
     Context,
+    DshError,
     JobOutcome,
     ModelRequest,
     ScriptedReply,
     ToolContext,
-    parse_preset,
     text_of,
 )
+from dsh.testing.fixtures import plugin_rows, scripted_context
 from dsh.testing.scripting import call, model, steps_in_turn
+from dsh.tool_jobs import JobAccessError, owned_job
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
-
-PRESET = parse_preset('[agent.model]\nadapter = "scripted"\n\n[[plugin]]\nname = "dsh-tool-jobs"\n')
 
 
 @pytest.fixture
 async def ctx() -> AsyncIterator[Context]:
-    async with Context.open(PRESET) as ctx:
+    """A context on the scripted model with dsh-tool-jobs loaded."""
+    async with scripted_context(plugins=plugin_rows("dsh-tool-jobs")) as ctx:
         yield ctx
 
 
@@ -205,3 +206,12 @@ async def test_job_list_with_no_jobs(ctx: Context) -> None:
     owner = ctx.agents.create()
     result = await invoke(ctx, owner, "job_list", AbortSignal())
     assert text_of(result.blocks()) == "You have no jobs."
+
+
+async def test_a_job_that_is_not_yours_is_a_dsh_error_and_a_lookup_error(ctx: Context) -> None:
+    agent = ctx.agents.create()
+    with pytest.raises(DshError) as info:
+        owned_job(agent, "no-such-job")
+    assert isinstance(info.value, JobAccessError)
+    assert isinstance(info.value, LookupError)  # callers that catch LookupError still do
+    assert '"no-such-job" is not one of your jobs' in str(info.value)

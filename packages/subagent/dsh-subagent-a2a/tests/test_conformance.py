@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dsh.testing.conformance import ConformanceHarness, ProviderConformance
+from dsh.testing.fixtures import keyed_conformance
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,14 +33,4 @@ class TestA2AProviderWithDshA2A(ProviderConformance):
     @pytest.fixture
     async def harness(self, rig: Any, served: Any) -> ConformanceHarness:
         name = rig.register(served.url, name="a2a", cancel_grace=3.0, depth_limit=True)
-        return ConformanceHarness(
-            rig.ctx,
-            name,
-            rig.parent,
-            complete_prompt="say hello",
-            expected_output="Done: say hello",
-            hang_prompt="please hang",
-            fail_prompt="please fail",
-            cancel_bound=5.0,
-            start_signal_grace=0.3,
-        )
+        return keyed_conformance(rig.ctx, name, rig.parent)

@@ -15,36 +15,22 @@ import pytest
 
 from dsh.subagent import SubagentProgress
 from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.fixtures import (
+    SPAWN_SUBAGENT_TOOL,
+    calling_replies,
+    delegate_rule,
+    keyed_preset,
+    plugin_rows,
+)
 from dsh.testing.processes import live_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
-SERVED = """
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[agent.model]
-adapter = "keyed"
-
-[[agent.model.options.rules]]
-contains = "delegate"
-[[agent.model.options.rules.replies]]
-text = "Delegating."
-tool_calls = [{ name = "subagent", arguments = { description = "inner", prompt = "inner work" } }]
-[[agent.model.options.rules.replies]]
-text = "child done: {tool_results}"
-
-[[agent.model.options.default]]
-text = "grandchild says {prompt}"
-chunks = 3
-
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = { provider = "spawn", tool_name = "subagent", max_depth = 3 }
-"""
+SERVED = keyed_preset(
+    delegate_rule("inner work"),
+    default=[{"text": "grandchild says {prompt}", "chunks": 3}],
+    plugins=SPAWN_SUBAGENT_TOOL,
+)
 
 
 async def test_the_parent_sees_the_grandchild_with_its_path(
@@ -135,27 +121,18 @@ async def test_the_http_json_binding(rig: Any, tmp_path: Path, kit: Any) -> None
         assert server.stop() == 143
 
 
-SELF_CHAIN = """
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[agent.model]
-adapter = "keyed"
-[[agent.model.options.default]]
-[[agent.model.options.default.tool_calls]]
-name = "subagent_a2a"
-arguments = {{ description = "go deeper", prompt = "recurse" }}
-[[agent.model.options.default]]
-text = "level done <{{tool_results}}>"
-
-[[plugin]]
-name = "dsh-subagent-a2a"
-config = {{ url = "{url}" }}
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = {{ provider = "a2a", tool_name = "subagent_a2a", max_depth = "provider-managed" }}
-"""
+SELF_CHAIN = keyed_preset(
+    default=calling_replies(
+        "subagent_a2a", "recurse", description="go deeper", then="level done <{tool_results}>"
+    ),
+    plugins=plugin_rows(
+        ("dsh-subagent-a2a", {"url": "$URL"}),
+        (
+            "dsh-tool-subagent",
+            {"provider": "a2a", "tool_name": "subagent_a2a", "max_depth": "provider-managed"},
+        ),
+    ),
+)
 
 
 async def test_a_server_that_delegates_to_itself_stops_at_the_default_ceiling(
@@ -173,7 +150,7 @@ async def test_a_server_that_delegates_to_itself_stops_at_the_default_ceiling(
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/"
     preset = tmp_path / "self.toml"
-    preset.write_text(SELF_CHAIN.format(url=url))
+    preset.write_text(SELF_CHAIN.replace("$URL", url))
     server = kit.launch(
         [sys.executable, "-m", "dsh.a2a", "--preset", str(preset), "--port", str(port)],
         re.compile(r"dsh a2a: serving \"[^\"]*\" at (\S+) "),

@@ -10,29 +10,15 @@ from typing import Any
 
 import pytest
 
-from dsh.core import AbortSignal, Agent, Context, parse_preset
-from dsh.subagent import SubagentResult, SubagentRun, SubagentRuntime, SubagentStartRequest
+from dsh.core import AbortSignal
+from dsh.subagent import SubagentResult, SubagentRun
 from dsh.subagent_acp import AcpProvider, AcpProviderConfig
+from dsh.testing.fixtures import KEYED_PRESET, ProviderRig, scripted_context
 
 MOCK_AGENT = ["-m", "dsh.testing.mock_acp_agent"]
 DSH_ACP = ["-m", "dsh.cli", "acp"]
 
-KEYED_CHILD_PRESET = """
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[agent.model]
-adapter = "keyed"
-[[agent.model.options.rules]]
-contains = "hang"
-replies = [{ hang = true }]
-[[agent.model.options.rules]]
-contains = "fail"
-replies = [{ error = "the scripted model fails on purpose" }]
-[[agent.model.options.default]]
-text = "Done: {prompt}"
-chunks = 3
-"""
+KEYED_CHILD_PRESET = KEYED_PRESET
 
 
 def mock_config(mode: str, *extra: str, **fields: Any) -> AcpProviderConfig:
@@ -65,13 +51,8 @@ def configs() -> type[Configs]:
     return Configs
 
 
-class AcpRig:
+class AcpRig(ProviderRig):
     """Registers providers in an open context and runs prompts through them."""
-
-    def __init__(self, ctx: Context, parent: Agent) -> None:
-        self.ctx = ctx
-        self.parent = parent
-        self.runtime = SubagentRuntime.of(ctx)
 
     mock = staticmethod(mock_config)
     dsh = staticmethod(dsh_config)
@@ -86,21 +67,17 @@ class AcpRig:
         self, config: AcpProviderConfig, prompt: str = "hello", signal: AbortSignal | None = None
     ) -> SubagentRun:
         """Start a run (the caller disposes it)."""
-        request = SubagentStartRequest(prompt, self.parent, signal or AbortSignal())
-        return await self.runtime.start(self.register(config), request)
+        return await self.start_on(self.register(config), prompt, signal)
 
     async def run(self, config: AcpProviderConfig, prompt: str = "hello") -> SubagentResult:
         """Start, await the result, dispose."""
-        run = await self.start(config, prompt)
-        async with run:
-            return await run.result
+        return await self.run_on(self.register(config), prompt)
 
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[AcpRig]:
     """A context (cwd = tmp_path) with a parent agent on the scripted model."""
-    preset = parse_preset('[agent.model]\nadapter = "scripted"\n')
-    async with Context.open(preset, cwd=tmp_path) as ctx:
+    async with scripted_context(tmp_path) as ctx:
         yield AcpRig(ctx, ctx.agents.create())
 
 
@@ -108,8 +85,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[AcpRig]:
 async def unsandboxed_rig(tmp_path: Path) -> AsyncIterator[AcpRig]:
     """:func:`rig` with ``[sandbox] mode = "off"``: for the teardown ladder of a bare
     process (in a sandbox, SIGTERM to bubblewrap ends the whole sandbox at once)."""
-    preset = parse_preset('[agent.model]\nadapter = "scripted"\n[sandbox]\nmode = "off"\n')
-    async with Context.open(preset, cwd=tmp_path) as ctx:
+    async with scripted_context(tmp_path, sandbox=False) as ctx:
         yield AcpRig(ctx, ctx.agents.create())
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dsh.core import Agent, Context, parse_preset
+from dsh.core import Agent, Context
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_acp import AcpProvider, AcpProviderConfig
 from dsh.testing import conformance, processes
@@ -19,6 +19,7 @@ from dsh.testing.conformance import (
     ProviderConformance,
     assert_no_new_processes,
 )
+from dsh.testing.fixtures import keyed_conformance, scripted_context
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -48,17 +49,7 @@ class TestAcpProviderWithDshAcp(ProviderConformance):
     @pytest.fixture
     async def harness(self, rig: Any, keyed_child_preset: Path) -> ConformanceHarness:
         config = rig.dsh(keyed_child_preset, name="acp", eof_grace=2.0, cancel_grace=3.0)
-        return ConformanceHarness(
-            rig.ctx,
-            rig.register(config),
-            rig.parent,
-            complete_prompt="say hello",
-            expected_output="Done: say hello",
-            hang_prompt="please hang",
-            fail_prompt="please fail",
-            cancel_bound=5.0,
-            start_signal_grace=0.3,
-        )
+        return keyed_conformance(rig.ctx, rig.register(config), rig.parent)
 
 
 @asynccontextmanager
@@ -72,8 +63,7 @@ async def pooled(
     left" checks leave them out (a run's own process, and any process a run still
     holds, still count). Once the context is closed, nothing at all may be left."""
     before = processes.live_children()
-    preset = parse_preset('[agent.model]\nadapter = "scripted"\n')
-    async with Context.open(preset, cwd=tmp_path) as ctx:
+    async with scripted_context(tmp_path) as ctx:
         provider = AcpProvider(config)
         SubagentRuntime.of(ctx).register_provider(provider)
         pool = provider.pool(ctx)
@@ -132,14 +122,4 @@ class TestAcpProviderPooledWithDshAcp(ProviderConformance):
             keyed_child_preset, name="acp", eof_grace=2.0, cancel_grace=3.0, pool={"size": 1}
         )
         async with pooled(tmp_path, config, monkeypatch) as (ctx, parent):
-            yield ConformanceHarness(
-                ctx,
-                "acp",
-                parent,
-                complete_prompt="say hello",
-                expected_output="Done: say hello",
-                hang_prompt="please hang",
-                fail_prompt="please fail",
-                cancel_bound=5.0,
-                start_signal_grace=0.3,
-            )
+            yield keyed_conformance(ctx, "acp", parent)

@@ -30,13 +30,13 @@ from dsh.testing.faults import (
     until_progress,
     until_requested,
 )
+from dsh.testing.fixtures import FAST_GRACES
 from dsh.testing.model_servers import OpenAIChatServer
 from dsh.testing.processes import cmdline, process_tree
 
 pytestmark = pytest.mark.timeout(60)
 
-GRACES: dict[str, Any] = {"eof_grace": 0.3, "term_grace": 0.3, "cancel_grace": 0.5}
-"""Small teardown graces: every cell must be gone well within the 2 s process grace."""
+GRACES = FAST_GRACES
 MOCK_AGENT = "dsh.testing.mock_acp_agent"
 DSH_ACP = "dsh.cli acp"
 

@@ -20,7 +20,6 @@ from dsh.testing.faults import (
     freeze_child,
     kill_child,
     one_tick,
-    until,
 )
 from dsh.testing.model_servers import (
     AnthropicMessagesServer,
@@ -34,10 +33,11 @@ from dsh.testing.model_servers.anthropic_messages import reply_with_tool_result
 if TYPE_CHECKING:
     from conftest import Setup
 
+from dsh.testing.fixtures import FAST_GRACES, until_asked
+
 pytestmark = pytest.mark.timeout(60)
 
-GRACES: dict[str, Any] = {"eof_grace": 0.3, "term_grace": 0.3, "cancel_grace": 0.5}
-"""Small teardown graces: every cell must be gone well within the 2 s process grace."""
+GRACES = FAST_GRACES
 CLI = "stream-json"
 """A piece of the CLI child's command line."""
 HANG = "DSH-FM-HANG"
@@ -59,10 +59,7 @@ def claude_case(fault: Fault, setup: Setup) -> FaultCase:
     name = setup.provider.name
     server.when(HANG, Hang())
 
-    def asked() -> bool:
-        return any(not r.client_disconnected for r in server.matching(HANG))
-
-    running = until(asked, "the CLI asked the model")
+    running = until_asked(server, HANG, "the CLI")
     if fault is Fault.CANCEL_BEFORE_PUBLICATION:
         # the CLI's handshake runs in the turn (after publication): abort while it spawns
         return FaultCase(

@@ -20,6 +20,7 @@ from dsh.core import (
 )
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_claude_code import ClaudeCodeProvider
+from dsh.testing.fixtures import ONE_TOOL_CALL_TURN
 from dsh.testing.model_servers import AnthropicMessagesServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -80,15 +81,7 @@ async def test_a_parent_delegates_through_the_tool_and_the_answer_lands_in_its_l
         outcome = await parent.run("count the README's sections")
     assert outcome.stop_reason == "completed"
     events = parent.session.events
-    assert [e.type for e in events] == [
-        "user/message",
-        "turn/start",
-        "assistant/message",
-        "tool/call",
-        "tool/result",
-        "assistant/message",
-        "turn/end",
-    ]
+    assert [e.type for e in events] == list(ONE_TOOL_CALL_TURN)
     result = events[4].data
     assert not result.get("is_error")
     assert result["content"][0]["text"] == "The README has 3 sections."

@@ -19,15 +19,14 @@ from dsh.testing.faults import (
     ParentProcess,
     freeze_child,
     kill_child,
-    until,
     until_child_process,
 )
+from dsh.testing.fixtures import FAST_GRACES, until_asked
 from dsh.testing.model_servers import ResponsesReply
 
 pytestmark = pytest.mark.timeout(60)
 
-GRACES: dict[str, Any] = {"eof_grace": 0.3, "term_grace": 0.3, "cancel_grace": 0.5}
-"""Small teardown graces: every cell must be gone well within the 2 s process grace."""
+GRACES = FAST_GRACES
 CODEX = "app-server"
 """A piece of the codex child's command line."""
 HANG = "hang until cancelled"
@@ -37,10 +36,7 @@ def codex_case(fault: Fault, codex: Any) -> tuple[FaultCase, dict[str, Any]]:
     """The case of ``fault`` and the provider config overrides it needs."""
     server = codex.server
 
-    def asked() -> bool:
-        return any(not r.client_disconnected for r in server.matching(HANG))
-
-    running = until(asked, "codex asked the model")
+    running = until_asked(server, HANG, "codex")
     if fault is Fault.CANCEL_BEFORE_PUBLICATION:
         case = FaultCase(
             "codex",

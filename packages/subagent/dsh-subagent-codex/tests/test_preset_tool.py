@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tomllib
 from importlib import resources
 from typing import Any
@@ -12,39 +11,26 @@ import pytest
 
 from dsh.core import AgentDefaults, Context, ModelConfig, PluginRow, Preset, load_preset
 from dsh.subagent import SubagentRuntime
+from dsh.testing.fixtures import ONE_TOOL_CALL_TURN, delegating_parent, plugin_rows, toml_value
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-PRESET = """\
-[agent.model]
-adapter = "scripted"
 
-[[agent.model.options.replies]]
-[[agent.model.options.replies.tool_calls]]
-name = "subagent_codex"
-arguments = {{ description = "echo via codex", prompt = "run echo in the shell" }}
-
-[[agent.model.options.replies]]
-text = "Codex reported: {{tool_results}}"
-
-[[plugin]]
-name = "dsh-subagent-codex"
-config = {codex_config}
-
-[[plugin]]
-id = "tool-subagent-codex"
-name = "dsh-tool-subagent"
-config = {{ provider = "codex", tool_name = "subagent_codex", max_depth = "provider-managed" }}
-"""
-
-
-def inline_table(value: Any) -> str:
-    """A JSON-ish value as a TOML inline value."""
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {inline_table(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list):
-        return "[" + ", ".join(inline_table(v) for v in value) + "]"
-    return json.dumps(value)
+def preset(codex_config: dict[str, Any]) -> str:
+    """A scripted parent that delegates once through ``subagent_codex``."""
+    parent = delegating_parent(
+        "run echo in the shell",
+        tool="subagent_codex",
+        description="echo via codex",
+        then="Codex reported: {tool_results}",
+    )
+    tool = {"provider": "codex", "tool_name": "subagent_codex", "max_depth": "provider-managed"}
+    return (
+        parent
+        + plugin_rows(("dsh-subagent-codex", codex_config))
+        + '\n[[plugin]]\nid = "tool-subagent-codex"\nname = "dsh-tool-subagent"\n'
+        + f"config = {toml_value(tool)}\n"
+    )
 
 
 async def test_parent_delegates_through_the_tool_and_the_result_lands_in_its_log(
@@ -52,7 +38,7 @@ async def test_parent_delegates_through_the_tool_and_the_result_lands_in_its_log
 ) -> None:
     config = codex.config(permission_mode="full-access")
     preset_file = tmp_path / "preset.toml"
-    preset_file.write_text(PRESET.format(codex_config=inline_table(config)))
+    preset_file.write_text(preset(config))
     async with Context.open(load_preset(preset_file), cwd=codex.workspace) as ctx:
         assert SubagentRuntime.of(ctx).list() == ["codex"]
         tool = ctx.tools.get("subagent_codex")
@@ -65,15 +51,7 @@ async def test_parent_delegates_through_the_tool_and_the_result_lands_in_its_log
             outcome = await parent.run("delegate the echo")
     assert outcome.stop_reason == "completed"
     types = [e.type for e in parent.session.events]
-    assert types == [
-        "user/message",
-        "turn/start",
-        "assistant/message",
-        "tool/call",
-        "tool/result",
-        "assistant/message",
-        "turn/end",
-    ]
+    assert types == list(ONE_TOOL_CALL_TURN)
     (result,) = [e.data for e in parent.session.events if e.type == "tool/result"]
     assert result["is_error"] is False
     text = result["content"][0]["text"]

@@ -24,6 +24,7 @@ from dsh.core import (
 )
 from dsh.subagent import SubagentError, SubagentRuntime, SubagentStartRequest, ToolFilter
 from dsh.subagent_in_process_driver import DELEGATION_SECTION, DESCRIPTOR_EVENT, InProcessProvider
+from dsh.testing.fixtures import ONE_TOOL_CALL_TURN
 from dsh.testing.scripting import call, last_user_text, model, steps_in_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(15)]
@@ -363,15 +364,7 @@ async def test_parent_log_holds_only_the_call_and_result_and_the_child_is_persis
 
         root = ctx.agents.create(model=model(script))
         await root.run("parent task")
-        assert [e.type for e in root.session.events] == [
-            "user/message",
-            "turn/start",
-            "assistant/message",
-            "tool/call",
-            "tool/result",
-            "assistant/message",
-            "turn/end",
-        ]
+        assert [e.type for e in root.session.events] == list(ONE_TOOL_CALL_TURN)
         run_id = root.session.events[4].data["data"]["run_id"]
         root_id = root.id
     loaded = SessionStore(tmp_path).load(run_id)

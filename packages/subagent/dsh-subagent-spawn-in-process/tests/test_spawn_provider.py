@@ -9,36 +9,23 @@ import pytest
 from dsh.core import Context, parse_preset
 from dsh.subagent import ALL_START_CAPABILITIES, SubagentRuntime
 from dsh.testing.conformance import ConformanceHarness, ProviderConformance
-from dsh.testing.scripting import prompt_behaviour_model
+from dsh.testing.fixtures import SCRIPTED_PRESET, in_process_conformance, plugin_rows
 
 pytestmark = pytest.mark.timeout(20)
 
-PRESET = parse_preset(
-    '[agent.model]\nadapter = "scripted"\n[[plugin]]\nname = "dsh-subagent-spawn-in-process"\n'
-)
+PLUGIN = "dsh-subagent-spawn-in-process"
 
 
 class TestSpawnConformance(ProviderConformance):
     @pytest.fixture
     async def harness(self) -> AsyncIterator[ConformanceHarness]:
-        async with Context.open(PRESET) as ctx:
-            parent = ctx.agents.create(model=prompt_behaviour_model(reply="child says: {prompt}"))
-            await parent.run("a completed turn before delegating")
-            yield ConformanceHarness(
-                ctx,
-                "spawn",
-                parent,
-                complete_prompt="summarise",
-                expected_output="child says: summarise",
-                hang_prompt="hang",
-                fail_prompt="fail",
-                cancel_bound=1.0,
-            )
+        async with in_process_conformance("spawn", PLUGIN) as harness:
+            yield harness
 
 
 @pytest.mark.anyio
 async def test_registered_with_all_four_capabilities() -> None:
-    async with Context.open(PRESET) as ctx:
+    async with Context.open(parse_preset(SCRIPTED_PRESET + plugin_rows(PLUGIN))) as ctx:
         provider = SubagentRuntime.of(ctx).get_provider("spawn")
         assert provider is not None
         assert provider.capabilities == ALL_START_CAPABILITIES

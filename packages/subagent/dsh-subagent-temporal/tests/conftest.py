@@ -28,45 +28,24 @@ import pytest
 from dsh.core import Context, parse_preset
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_temporal import TemporalProvider, TemporalProviderConfig
+from dsh.testing.fixtures import FAIL_RULE, HANG_RULE, keyed_preset, keyed_rule, plugin_rows
 from dsh.testing.processes import cmdline, descendants, wait_until_gone
 
 HERE = Path(__file__).parent
 PY = sys.executable
 
-WORKER_PRESET = """
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[[plugin]]
-name = "dsh-testing-example"
-
-[agent.model]
-adapter = "keyed"
-[[agent.model.options.rules]]
-contains = "hang"
-replies = [{ hang = true }]
-[[agent.model.options.rules]]
-contains = "fail"
-replies = [{ error = "the scripted model fails on purpose" }]
-[[agent.model.options.rules]]
-contains = "slow"
-replies = [{ text = "Slowly: {prompt}", delay = 2.5 }]
-[[agent.model.options.rules]]
-contains = "brief"
-replies = [{ text = "Briefly: {prompt}", delay = 1.2 }]
-[[agent.model.options.rules]]
-contains = "tool"
-replies = [
-  { text = "Let me check.", tool_calls = [{ name = "echo", arguments = { text = "ping" } }] },
-  { text = "The tool said: {tool_results}", delay = 1.0 },
-]
-[[agent.model.options.default]]
-text = "Done: {prompt}"
-chunks = 3
-"""
+WORKER_PRESET = keyed_preset(
+    HANG_RULE,
+    FAIL_RULE,
+    keyed_rule("slow", {"text": "Slowly: {prompt}", "delay": 2.5}),
+    keyed_rule("brief", {"text": "Briefly: {prompt}", "delay": 1.2}),
+    keyed_rule(
+        "tool",
+        {"text": "Let me check.", "tool_calls": [{"name": "echo", "arguments": {"text": "ping"}}]},
+        {"text": "The tool said: {tool_results}", "delay": 1.0},
+    ),
+    plugins=plugin_rows("dsh-subagent-spawn-in-process", "dsh-testing-example"),
+)
 
 HEARTBEAT_TIMEOUT = 2.0
 """The tests' heartbeat timeout: a cancel must settle within this + 2 s."""

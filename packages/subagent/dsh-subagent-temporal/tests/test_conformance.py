@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from dsh.testing.conformance import ConformanceHarness, ProviderConformance
+from dsh.testing.fixtures import keyed_conformance
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,14 +25,10 @@ class TestTemporalProvider(ProviderConformance):
     ) -> AsyncIterator[ConformanceHarness]:
         config = tk.provider_config(server, queue)
         async with tk.parent_context(config, tmp_path) as (ctx, provider):
-            yield ConformanceHarness(
+            yield keyed_conformance(
                 ctx,
                 provider.name,
                 ctx.agents.create(),
-                complete_prompt="say hello",
-                expected_output="Done: say hello",
-                hang_prompt="please hang",
-                fail_prompt="please fail",
                 cancel_bound=tk.HEARTBEAT_TIMEOUT + 2,
                 start_signal_grace=0.5,
                 run_bound=30,

@@ -1,5 +1,3 @@
-# ruff: noqa: E501  (the preset below is TOML, one row a line)
-
 """A worker whose children delegate back through Temporal to the same queue, every row
 `provider-managed` (issue 21 item 1): the depth travels in the workflow input and the
 default ceiling stops the chain at depth 5; the deepest model sees the refusal."""
@@ -16,40 +14,33 @@ import pytest
 from dsh.core import AbortSignal
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
 from dsh.subagent.kit import DEFAULT_MAX_DEPTH
+from dsh.testing.fixtures import calling_replies, keyed_preset, plugin_rows
 
 pytestmark = pytest.mark.timeout(120)
 
-SELF_CHAIN = """
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
 
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[[plugin]]
-name = "dsh-subagent-temporal"
-config = {{ address = "{address}", task_queue = "{queue}", journal = "off", retry = {{ initial_interval = 0.2 }} }}
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = {{ provider = "temporal", tool_name = "subagent_t", max_depth = "provider-managed" }}
-
-[agent.model]
-adapter = "keyed"
-[[agent.model.options.default]]
-[[agent.model.options.default.tool_calls]]
-name = "subagent_t"
-arguments = {{ description = "go deeper", prompt = "recurse" }}
-[[agent.model.options.default]]
-text = "level done <{{tool_results}}>"
-"""
+def self_chain(address: str, queue: str) -> str:
+    """A worker preset whose model delegates every prompt back through Temporal."""
+    temporal = {
+        "address": address,
+        "task_queue": queue,
+        "journal": "off",
+        "retry": {"initial_interval": 0.2},
+    }
+    tool = {"provider": "temporal", "tool_name": "subagent_t", "max_depth": "provider-managed"}
+    return plugin_rows("dsh-subagent-spawn-in-process") + keyed_preset(
+        default=calling_replies(
+            "subagent_t", "recurse", description="go deeper", then="level done <{tool_results}>"
+        ),
+        plugins=plugin_rows(("dsh-subagent-temporal", temporal), ("dsh-tool-subagent", tool)),
+    )
 
 
 @pytest.fixture
 def self_chain_worker(tk: Any, server: Any, tmp_path: Path) -> Iterator[str]:
     queue = f"chain-{tmp_path.name}"
     preset = tmp_path / "worker.toml"
-    preset.write_text(SELF_CHAIN.format(address=server.address, queue=queue), encoding="utf-8")
+    preset.write_text(self_chain(server.address, queue), encoding="utf-8")
     args = tk.worker_args(server, queue, preset, None, "--max-concurrent", "8")
     worker = tk.WorkerProcess(args, "chain-w")
     try:

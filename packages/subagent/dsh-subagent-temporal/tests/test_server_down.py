@@ -30,6 +30,7 @@ import pytest
 
 from dsh.core import AbortSignal
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
+from dsh.testing.fixtures import fake_openai_preset
 from dsh.testing.model_servers import ChatReply, Hang, OpenAIChatServer, StreamFaults
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,18 +39,6 @@ TURN_TIMEOUT = 8.0
 """``dsh run``'s turn_timeout: past the moment the server is killed."""
 UNDELIVERED = "the cancel could not be delivered"
 
-WORKER = """
-[[plugin]]
-name = "dsh-llm-openai"
-
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[agent.model]
-adapter = "openai"
-model = "fake-model"
-options = {{ base_url = "{base}", api_key_env = "" }}
-"""
 
 LEAD = """
 [agent.model]
@@ -125,7 +114,9 @@ async def test_a_stop_while_the_server_is_down_is_an_error_and_happens_later(
     try:
         queue = "down"
         preset = tmp_path / "worker.toml"
-        preset.write_text(WORKER.format(base=model.api_base), encoding="utf-8")
+        preset.write_text(
+            fake_openai_preset(model.api_base, "dsh-subagent-spawn-in-process"), encoding="utf-8"
+        )
         worker = tk.WorkerProcess(tk.worker_args(server, queue, preset), "down-w")
         lead_preset = tmp_path / "lead.toml"
         lead_preset.write_text(

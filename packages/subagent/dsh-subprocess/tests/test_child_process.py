@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-import dsh.subprocess._process as process_module
+import dsh.subprocess._spawn as spawn_module
 from dsh.core import Context, parse_preset
 from dsh.subagent import InvalidRequest
 from dsh.subprocess import (
@@ -151,21 +151,21 @@ async def test_a_caller_cancelled_while_the_process_starts_leaves_nothing(
     runs must not orphan the process the thread started."""
     spawned: list[int] = []
     release = threading.Event()
-    real_spawn = process_module._spawn
+    real_spawn = spawn_module.popen_child
 
     def slow_spawn(*args: object) -> subprocess.Popen[bytes]:
         popen = real_spawn(*args)  # type: ignore[arg-type]
         spawned.append(popen.pid)
-        release.wait(20)  # held in _spawn until the caller has been cancelled
+        release.wait(20)  # held in popen_child until the caller has been cancelled
         return popen
 
-    monkeypatch.setattr(process_module, "_spawn", slow_spawn)
+    monkeypatch.setattr(spawn_module, "popen_child", slow_spawn)
     before = live_children()
     task = asyncio.get_running_loop().create_task(
         ChildProcess.start(["sleep", "30"], env=scrubbed_env(), cwd="/")
     )
     with anyio.fail_after(20):
-        while not spawned:  # the thread started the process and is still in _spawn
+        while not spawned:  # the thread started the process and is still in popen_child
             await asyncio.sleep(0.01)
     task.cancel()
     await asyncio.sleep(0.05)  # the cancellation reaches the caller first

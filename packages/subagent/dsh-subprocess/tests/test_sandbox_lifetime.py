@@ -12,8 +12,8 @@ import pytest
 
 from dsh.core import SandboxPolicy
 from dsh.subprocess import Sandbox
-from dsh.subprocess._process import _Spawn
 from dsh.subprocess._scan import owner_alive, owner_of_this_process
+from dsh.subprocess._spawn import Spawn
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(60)
 def test_a_sandboxed_process_outlives_the_thread_that_started_it(tmp_path: object) -> None:
     # bwrap --die-with-parent dies with the thread that forked it: an anyio worker
     # thread exits after 10 s idle, which killed every sandbox it had started
-    spawn = _Spawn(["sleep", "30"], dict(os.environ), str(tmp_path), None, Sandbox(SandboxPolicy()))
+    spawn = Spawn(["sleep", "30"], dict(os.environ), str(tmp_path), None, Sandbox(SandboxPolicy()))
     box: dict[str, object] = {}
 
     def start() -> None:

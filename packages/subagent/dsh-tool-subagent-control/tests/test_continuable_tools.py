@@ -34,6 +34,7 @@ from dsh.subagent import (
     NOTICE_SETTLED,
     SubagentRuntime,
 )
+from dsh.testing.fixtures import SCRIPTED_PRESET, last_user_kind, plugin_rows
 from dsh.testing.scripting import call, last_user_text, steps_in_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(15)]
@@ -41,35 +42,23 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(15)]
 SUBAGENT_MARK = "You are a subagent"
 
 PRESET = parse_preset(
-    """
-[agent.model]
-adapter = "scripted"
-
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = { provider = "spawn", enable_run_in_background = true, background_mode = "continuable" }
-
-[[plugin]]
-name = "dsh-tool-subagent-control"
-
-[[plugin]]
-name = "dsh-tool-subagent-report"
-"""
+    SCRIPTED_PRESET
+    + plugin_rows(
+        "dsh-subagent-spawn-in-process",
+        (
+            "dsh-tool-subagent",
+            {
+                "provider": "spawn",
+                "enable_run_in_background": True,
+                "background_mode": "continuable",
+            },
+        ),
+        "dsh-tool-subagent-control",
+        "dsh-tool-subagent-report",
+    )
 )
 
 SUBAGENT_MARK = "You are a subagent"
-
-
-def last_user_kind(request: ModelRequest) -> str | None:
-    """``kind`` of the latest user message (None for a plain message)."""
-    for event in reversed(request.events):
-        if event.type == "user/message":
-            kind = event.data.get("kind")
-            return str(kind) if kind is not None else None
-    return None
 
 
 def child_of(request: ModelRequest) -> str | None:

@@ -10,21 +10,13 @@ import pytest
 
 from dsh.core import AbortSignal, Agent, Context, ModelRequest, ScriptedReply, parse_preset
 from dsh.subagent import NOTICE_REPORT, NOTICE_SETTLED, SubagentRuntime, SubagentStartRequest
+from dsh.testing.fixtures import SCRIPTED_PRESET, plugin_rows
 from dsh.testing.scripting import call, model, steps_in_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(15)]
 
 PRESET = parse_preset(
-    """
-[agent.model]
-adapter = "scripted"
-
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-tool-subagent-report"
-"""
+    SCRIPTED_PRESET + plugin_rows("dsh-subagent-spawn-in-process", "dsh-tool-subagent-report")
 )
 
 

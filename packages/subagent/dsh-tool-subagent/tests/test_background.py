@@ -15,22 +15,22 @@ from dsh.core import (
     Context,
     ModelRequest,
     ScriptedReply,
-    parse_preset,
     text_of,
 )
 from dsh.subagent import ALL_START_CAPABILITIES, SubagentResult, SubagentRuntime
 from dsh.subagent_spawn_in_process import provider as spawn_provider
+from dsh.testing.fixtures import last_user_kind, plugin_rows, scripted_context
 from dsh.testing.scripted_provider import ScriptedProvider
 from dsh.testing.scripting import call, last_user_text, model, steps_in_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
 
-PRESET = parse_preset('[agent.model]\nadapter = "scripted"\n\n[[plugin]]\nname = "dsh-tool-jobs"\n')
-
 
 @pytest.fixture
 async def ctx() -> AsyncIterator[Context]:
-    async with Context.open(PRESET) as ctx:
+    """The parent's context: the scripted model and dsh-tool-jobs (background runs are
+    jobs)."""
+    async with scripted_context(plugins=plugin_rows("dsh-tool-jobs")) as ctx:
         yield ctx
 
 
@@ -40,14 +40,6 @@ async def load_tool(ctx: Context, provider: str = "scripted", **config: Any) -> 
         {"provider": provider, "enable_run_in_background": True, **config},
         id="subagent",
     )
-
-
-def last_user_kind(request: ModelRequest) -> str | None:
-    for event in reversed(request.events):
-        if event.type == "user/message":
-            kind = event.data.get("kind")
-            return str(kind) if kind is not None else None
-    return None
 
 
 def parent_model(prompt: str = "find the bug", *, background: bool = True) -> Any:

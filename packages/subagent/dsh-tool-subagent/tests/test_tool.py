@@ -19,6 +19,7 @@ from dsh.core import (
     parse_preset,
 )
 from dsh.subagent import ALL_START_CAPABILITIES, SubagentResult, SubagentRuntime
+from dsh.testing.fixtures import ONE_TOOL_CALL_TURN
 from dsh.testing.scripted_provider import HANG_PROMPT, ScriptedProvider
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
@@ -79,15 +80,7 @@ async def test_delegation_round_trip_and_parent_log_holds_only_call_and_result(
     parent = ctx.agents.create(model=delegating_model())
     outcome = await parent.run("go")
     assert outcome.stop_reason == "completed"
-    assert [e.type for e in parent.session.events] == [
-        "user/message",
-        "turn/start",
-        "assistant/message",
-        "tool/call",
-        "tool/result",
-        "assistant/message",
-        "turn/end",
-    ]
+    assert [e.type for e in parent.session.events] == list(ONE_TOOL_CALL_TURN)
     assert result_text(parent) == "the bug is on line 3"
     assert (
         parent.session.events[-2].data["content"][0]["text"] == "parent saw: the bug is on line 3"

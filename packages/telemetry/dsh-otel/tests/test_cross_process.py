@@ -15,72 +15,39 @@ from opentelemetry.trace import SpanKind
 
 from dsh.core import Context, parse_preset
 from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.fixtures import (
+    SPAWN_SUBAGENT_TOOL,
+    delegate_rule,
+    delegating_parent,
+    keyed_preset,
+    plugin_rows,
+)
 from dsh.testing.processes import live_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
 WRAPPER = Path(__file__).with_name("otel_child.py")
 
-CHILD = """
-[[plugin]]
-name = "dsh-otel"
-
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[agent.model]
-adapter = "keyed"
-
-[[agent.model.options.rules]]
-contains = "delegate"
-[[agent.model.options.rules.replies]]
-text = "Delegating."
-[[agent.model.options.rules.replies.tool_calls]]
-name = "subagent"
-arguments = { description = "inner", prompt = "inner work" }
-[[agent.model.options.rules.replies]]
-text = "child done: {tool_results}"
-
-[[agent.model.options.default]]
-text = "grandchild says {prompt}"
-chunks = 3
-
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = { provider = "spawn", tool_name = "subagent", max_depth = 3 }
-"""
+CHILD = plugin_rows("dsh-otel") + keyed_preset(
+    delegate_rule("inner work"),
+    default=[{"text": "grandchild says {prompt}", "chunks": 3}],
+    plugins=SPAWN_SUBAGENT_TOOL,
+)
 
 
 def parent_preset(child: Path, spans_file: Path) -> str:
     args = [str(WRAPPER), "acp", "--preset", str(child)]
-    return f"""
-[agent.model]
-adapter = "scripted"
-[[agent.model.options.replies]]
-[[agent.model.options.replies.tool_calls]]
-name = "subagent"
-arguments = {{ description = "child", prompt = "delegate please" }}
-[[agent.model.options.replies]]
-text = "parent done: {{tool_results}}"
-
-[[plugin]]
-name = "dsh-otel"
-
-[[plugin]]
-name = "dsh-subagent-acp"
-[plugin.config]
-command = {json.dumps(sys.executable)}
-args = {json.dumps(args)}
-depth_limit = true
-env = {{ DSH_OTEL_SPANS_FILE = {json.dumps(str(spans_file))} }}
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = {{ provider = "acp", tool_name = "subagent", max_depth = 3 }}
-"""
+    acp = {
+        "command": sys.executable,
+        "args": args,
+        "depth_limit": True,
+        "env": {"DSH_OTEL_SPANS_FILE": str(spans_file)},
+    }
+    return delegating_parent("delegate please", then="parent done: {tool_results}") + plugin_rows(
+        "dsh-otel",
+        ("dsh-subagent-acp", acp),
+        ("dsh-tool-subagent", {"provider": "acp", "tool_name": "subagent", "max_depth": 3}),
+    )
 
 
 def child_spans(path: Path) -> list[dict[str, Any]]:

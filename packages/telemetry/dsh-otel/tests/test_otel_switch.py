@@ -6,8 +6,6 @@ trace to an OTLP/HTTP collector stand-in on 127.0.0.1: one root, no orphan
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -21,48 +19,29 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION, Client, connect_to_agent
+from acp import PROTOCOL_VERSION, Client
 from acp.schema import TextContentBlock
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from dsh.testing.fixtures import delegating_parent, dsh_acp_child, keyed_preset, plugin_rows
+
 pytestmark = pytest.mark.timeout(120)
 
-CHILD = """
-[[plugin]]
-name = "dsh-testing-keyed-model"
-
-[agent.model]
-adapter = "keyed"
-
-[[agent.model.options.default]]
-text = "child says {prompt}"
-"""
+CHILD = keyed_preset(default=[{"text": "child says {prompt}"}])
 
 
 def parent_preset(child: Path) -> str:
     args = ["-m", "dsh.cli", "acp", "--preset", str(child)]
-    return f"""
-[agent.model]
-adapter = "scripted"
-[[agent.model.options.replies]]
-[[agent.model.options.replies.tool_calls]]
-name = "subagent"
-arguments = {{ description = "child", prompt = "work" }}
-[[agent.model.options.replies]]
-text = "parent done: {{tool_results}}"
-
-[[plugin]]
-name = "dsh-subagent-acp"
-[plugin.config]
-command = {json.dumps(sys.executable)}
-args = {json.dumps(args)}
-depth_limit = true
-env = {{ OTEL_SERVICE_NAME = "dsh-child" }}
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = {{ provider = "acp", tool_name = "subagent", max_depth = 3 }}
-"""
+    acp = {
+        "command": sys.executable,
+        "args": args,
+        "depth_limit": True,
+        "env": {"OTEL_SERVICE_NAME": "dsh-child"},
+    }
+    return delegating_parent("work", then="parent done: {tool_results}") + plugin_rows(
+        ("dsh-subagent-acp", acp),
+        ("dsh-tool-subagent", {"provider": "acp", "tool_name": "subagent", "max_depth": 3}),
+    )
 
 
 @dataclass
@@ -221,15 +200,9 @@ class _Quiet(Client):
 async def test_dsh_acp_otel_flag_traces_a_served_turn(tmp_path: Path, collector: Collector) -> None:
     preset = tmp_path / "agent.toml"
     preset.write_text(CHILD, encoding="utf-8")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dsh.cli", "acp", "--otel", "--preset", str(preset),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=tmp_path,
-        env=otel_env(collector, "dsh-editor-agent"),
-    )  # fmt: skip
-    assert process.stdin is not None
-    assert process.stdout is not None
-    conn = connect_to_agent(_Quiet(), process.stdin, process.stdout)
-    try:
+    env = otel_env(collector, "dsh-editor-agent")
+    args = ("--otel", "--preset", str(preset))
+    async with dsh_acp_child(_Quiet(), *args, cwd=tmp_path, env=env) as (conn, _):
         with anyio.fail_after(30):
             await conn.initialize(protocol_version=PROTOCOL_VERSION)
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
@@ -237,12 +210,6 @@ async def test_dsh_acp_otel_flag_traces_a_served_turn(tmp_path: Path, collector:
                 session_id=session.session_id, prompt=[TextContentBlock(type="text", text="hi")]
             )
         assert answer.stop_reason == "end_turn"
-    finally:
-        with anyio.CancelScope(shield=True):
-            await conn.close()
-            process.stdin.close()
-            with anyio.fail_after(15):
-                await process.wait()
     spans = collector.wait_for(lambda found: any(s.name.startswith("chat") for s in found))
     summary = [(s.service, s.scope, s.name, s.parent_id) for s in spans]
     turn = [s for s in spans if s.name == "invoke_agent"]

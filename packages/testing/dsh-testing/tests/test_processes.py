@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dsh.testing import processes
+from dsh.testing import _processes as backends
 from dsh.testing.processes import (
     alive,
     cmdline,
@@ -27,7 +27,7 @@ from dsh.testing.processes import (
 
 pytestmark = pytest.mark.timeout(30)
 
-BACKENDS = ["psutil", "proc"] if processes._USE_PROC else ["psutil"]
+BACKENDS = ["psutil", "proc"] if backends._USE_PROC else ["psutil"]
 
 PARENT = """
 import subprocess, sys, time
@@ -39,7 +39,7 @@ time.sleep(30)
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setattr(processes, "_USE_PROC", request.param == "proc")
+    monkeypatch.setattr(backends, "_USE_PROC", request.param == "proc")
     return str(request.param)
 
 

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from dsh.core import (
-    Agent,
     BoundModel,
     Context,
     ModelRequest,
@@ -19,6 +18,7 @@ from dsh.core import (
     ScriptedReply,
     parse_preset,
 )
+from dsh.testing.fixtures import call_then_echo, result_text, tool_results
 from dsh.testing.scripting import call, last_user_text, model, steps_in_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(20)]
@@ -35,25 +35,6 @@ config = { provider = "spawn", tool_name = "subagent" %s}
 """
 
 
-def tool_results(agent: Agent) -> list[Mapping[str, Any]]:
-    return [e.data for e in agent.session.events if e.type == "tool/result"]
-
-
-def result_text(data: Mapping[str, Any]) -> str:
-    return "".join(block.get("text", "") for block in data["content"])
-
-
-def one_call_then_echo(name: str, **arguments: Any) -> BoundModel:
-    return BoundModel(
-        ScriptedAdapter(
-            [
-                ScriptedReply(tool_calls=[call(name, **arguments)]),
-                ScriptedReply(text="saw: {tool_results}"),
-            ]
-        )
-    )
-
-
 @pytest.fixture
 async def unattended(tree: Any) -> AsyncIterator[Context]:
     """The standard situation of a test run: nobody to ask, nothing pre-allowed."""
@@ -62,7 +43,7 @@ async def unattended(tree: Any) -> AsyncIterator[Context]:
 
 
 async def test_the_model_reads_a_file_through_the_loop(unattended: Context) -> None:
-    agent = unattended.agents.create(model=one_call_then_echo("read_file", path="README.md"))
+    agent = unattended.agents.create(model=call_then_echo("read_file", path="README.md"))
     outcome = await agent.run("what is the answer?")
     assert outcome.stop_reason == "completed"
     assert "The answer is 42." in agent.session.events[-2].data["content"][0]["text"]
@@ -75,7 +56,7 @@ async def test_write_asks_and_is_refused_when_nobody_can_answer(
     unattended: Context, tree: Any
 ) -> None:
     agent = unattended.agents.create(
-        model=one_call_then_echo("write_file", path="notes.txt", content="hi")
+        model=call_then_echo("write_file", path="notes.txt", content="hi")
     )
     await agent.run("write it")
     (result,) = tool_results(agent)
@@ -88,7 +69,7 @@ async def test_write_asks_and_is_refused_when_nobody_can_answer(
 
 
 async def test_reads_need_no_approval(unattended: Context) -> None:
-    agent = unattended.agents.create(model=one_call_then_echo("grep", pattern="answer"))
+    agent = unattended.agents.create(model=call_then_echo("grep", pattern="answer"))
     await agent.run("find it")
     (result,) = tool_results(agent)
     assert not result["is_error"]
@@ -105,7 +86,7 @@ async def test_allow_all_runs_writes_without_asking(unattended: Context, tree: A
 
     unattended.permissions.set_approver(approver)
     agent = unattended.agents.create(
-        model=one_call_then_echo("edit_file", path="README.md", old_string="42", new_string="43")
+        model=call_then_echo("edit_file", path="README.md", old_string="42", new_string="43")
     )
     await agent.run("edit it")
     (result,) = tool_results(agent)
@@ -126,7 +107,7 @@ async def test_preset_can_deny(
     tree: Any, permissions: str, tool: str, arguments: dict[str, Any]
 ) -> None:
     async with Context.open(parse_preset(BASE + FS + permissions), cwd=tree.work) as ctx:
-        agent = ctx.agents.create(model=one_call_then_echo(tool, **arguments))
+        agent = ctx.agents.create(model=call_then_echo(tool, **arguments))
         await agent.run("go")
         (result,) = tool_results(agent)
         assert result["is_error"]
@@ -139,7 +120,7 @@ async def test_preset_can_allow_writes(tree: Any) -> None:
     preset = BASE + FS + '[permissions.tools]\nwrite_file = "allow"\n'
     async with Context.open(parse_preset(preset), cwd=tree.work) as ctx:
         agent = ctx.agents.create(
-            model=one_call_then_echo("write_file", path="out.txt", content="done")
+            model=call_then_echo("write_file", path="out.txt", content="done")
         )
         await agent.run("go")
         (result,) = tool_results(agent)
@@ -157,7 +138,7 @@ async def test_approver_is_asked_and_its_answer_respected(unattended: Context, t
 
     unattended.permissions.set_approver(approver)
     agent = unattended.agents.create(
-        model=one_call_then_echo("write_file", path="notes.txt", content="hi")
+        model=call_then_echo("write_file", path="notes.txt", content="hi")
     )
     await agent.run("first")
     assert not (tree.work / "notes.txt").exists()

@@ -3,12 +3,12 @@ agent loop; only the models are scripted."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
 
 from dsh.core import Context, PermissionDecision, PermissionRequest, parse_preset, text_of
+from dsh.testing.fixtures import delegating_parent, plugin_rows
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -31,36 +31,13 @@ def preset(permission: str) -> str:
             },
         }
     }
-    return f"""
-[agent.model]
-adapter = "scripted"
-[[agent.model.options.replies]]
-[[agent.model.options.replies.tool_calls]]
-name = "subagent"
-arguments = {{ description = "sum", prompt = "add 19 and 23" }}
-[[agent.model.options.replies]]
-text = "parent saw: {{tool_results}}"
-
-[[plugin]]
-name = "dsh-tool-mcp"
-config = {{ servers = [{_toml(server)}] }}
-
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-tool-subagent"
-config = {{ provider = "spawn", agent_options = {_toml(child)} }}
-"""
-
-
-def _toml(value: object) -> str:
-    """An inline TOML value (JSON's syntax is TOML's for these shapes, but keys)."""
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return json.dumps(value)
+    return delegating_parent(
+        "add 19 and 23", description="sum", then="parent saw: {tool_results}"
+    ) + plugin_rows(
+        ("dsh-tool-mcp", {"servers": [server]}),
+        "dsh-subagent-spawn-in-process",
+        ("dsh-tool-subagent", {"provider": "spawn", "agent_options": child}),
+    )
 
 
 async def test_a_spawn_child_calls_an_mcp_tool_and_the_parent_gets_its_answer() -> None:

@@ -3,24 +3,22 @@ approvers) and a spawn child running a real command."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dsh.core import (
-    Agent,
     BoundModel,
     Context,
     ModelRequest,
     PermissionDecision,
     PermissionRequest,
-    ScriptedAdapter,
     ScriptedReply,
     parse_preset,
 )
 from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.fixtures import call_then_echo, result_text, tool_results
 from dsh.testing.processes import live_children
 from dsh.testing.scripting import call, last_user_text, model, steps_in_turn
 
@@ -31,22 +29,7 @@ SHELL = '[[plugin]]\nname = "dsh-tool-shell"\n'
 
 
 def run_then_echo(command: str) -> BoundModel:
-    return BoundModel(
-        ScriptedAdapter(
-            [
-                ScriptedReply(tool_calls=[call("shell", command=command)]),
-                ScriptedReply(text="saw: {tool_results}"),
-            ]
-        )
-    )
-
-
-def results(agent: Agent) -> list[Mapping[str, Any]]:
-    return [e.data for e in agent.session.events if e.type == "tool/result"]
-
-
-def result_text(data: Mapping[str, Any]) -> str:
-    return "".join(block.get("text", "") for block in data["content"])
+    return call_then_echo("shell", command=command)
 
 
 @pytest.fixture
@@ -60,7 +43,7 @@ async def test_ask_without_an_approver_is_refused_with_how_to_allow(
 ) -> None:
     agent = unattended.agents.create(model=run_then_echo("touch marker"))
     await agent.run("go")
-    (result,) = results(agent)
+    (result,) = tool_results(agent)
     assert result["is_error"]
     assert result_text(result) == (
         'tool "shell" needs approval (Run `touch marker`) and nobody can answer: this agent'
@@ -74,7 +57,7 @@ async def test_allow_all_runs_it(unattended: Context, tmp_path: Path) -> None:
     unattended.permissions.allow_all = True
     agent = unattended.agents.create(model=run_then_echo("touch marker && echo made"))
     await agent.run("go")
-    (result,) = results(agent)
+    (result,) = tool_results(agent)
     assert result_text(result) == "made\n[exit status 0]"
     assert (tmp_path / "marker").exists()
 
@@ -91,7 +74,7 @@ async def test_preset_deny_wins_over_an_approver(tmp_path: Path) -> None:
         ctx.permissions.set_approver(approver)
         agent = ctx.agents.create(model=run_then_echo("touch marker"))
         await agent.run("go")
-        (result,) = results(agent)
+        (result,) = tool_results(agent)
         assert result["is_error"]
         assert result_text(result).startswith(
             'tool "shell" is denied by the permission policy (Run `touch marker`)'
@@ -105,7 +88,7 @@ async def test_preset_allow_runs_without_asking(tmp_path: Path) -> None:
     async with Context.open(parse_preset(preset), cwd=tmp_path) as ctx:
         agent = ctx.agents.create(model=run_then_echo("echo allowed"))
         await agent.run("go")
-        assert result_text(results(agent)[0]) == "allowed\n[exit status 0]"
+        assert result_text(tool_results(agent)[0]) == "allowed\n[exit status 0]"
 
 
 async def test_the_approver_decides(unattended: Context, tmp_path: Path) -> None:
@@ -126,7 +109,7 @@ async def test_the_approver_decides(unattended: Context, tmp_path: Path) -> None
     await agent.run("second")
     assert (tmp_path / "marker").exists()
     await agent.run("third")  # "always" the second time: not asked again
-    first, second, third = results(agent)
+    first, second, third = tool_results(agent)
     assert result_text(first) == "not now"
     assert result_text(second) == "made\n[exit status 0]"
     assert not third["is_error"]

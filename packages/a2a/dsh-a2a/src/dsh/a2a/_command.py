@@ -7,7 +7,6 @@ SDK are imported only when the command runs.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 __all__ = ["A2ACommand", "command"]
@@ -21,6 +20,8 @@ class A2ACommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The options of ``dsh a2a`` (see docs/serving-a2a.md)."""
         from dsh.core.argtypes import (
+            add_capacity_arguments,
+            add_log_level_argument,
             add_otel_argument,
             add_trust_argument,
             port_number,
@@ -138,20 +139,7 @@ class A2ACommand:
         parser.add_argument(
             "--sessions-dir", metavar="DIR", help="persist the agents' sessions as JSONL here"
         )
-        parser.add_argument(
-            "--max-contexts",
-            type=positive_int,
-            default=256,
-            metavar="N",
-            help="conversations kept at once; beyond, the least recently used idle one is closed",
-        )
-        parser.add_argument(
-            "--context-idle",
-            type=positive_float,
-            default=1800.0,
-            metavar="SECONDS",
-            help="close conversations idle this long (default 1800)",
-        )
+        add_capacity_arguments(parser, "context", "conversations")
         parser.add_argument(
             "--grace",
             type=positive_float,
@@ -159,21 +147,14 @@ class A2ACommand:
             metavar="SECONDS",
             help="on SIGTERM, how long open streams get to deliver their last update",
         )
-        parser.add_argument(
-            "--log-level",
-            default="warning",
-            choices=["critical", "error", "warning", "info", "debug"],
-            help="log level on stderr (default warning)",
-        )
+        add_log_level_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         """Serve until SIGTERM / SIGINT; returns the exit status."""
         from dsh.a2a._serve import ServeOptions, serve_command
+        from dsh.core.argtypes import apply_otel_argument
 
-        if args.otel:  # the switch: contexts opened here trace (docs/tracing.md)
-            from dsh.core import TRACING_SWITCH_ENV
-
-            os.environ[TRACING_SWITCH_ENV] = "1"
+        apply_otel_argument(args)  # the switch: contexts opened here trace
         store = args.task_store if args.task_store != "memory" else None
         preset = args.preset
         local = Path.cwd() / "dsh.toml"

@@ -15,10 +15,10 @@ metadata of the final status update (``metadata.dsh.usage``,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from dsh.subagent.kit import LINEAGE_EXTENSION_URI
+from dsh.subagent.kit import plain_value as plain
 
 __all__ = ["ARTIFACT_ID", "LINEAGE_EXTENSION_URI", "META_KEY", "plain", "to_struct_value"]
 
@@ -33,12 +33,3 @@ message, streamed in chunks (``append = false`` starts the next message)."""
 def to_struct_value(value: Any) -> Any:
     """``value`` made JSON-safe for a protobuf ``Struct`` (unknown types as strings)."""
     return json.loads(json.dumps(value, default=str))
-
-
-def plain(value: Any) -> Any:
-    """A protobuf ``Struct`` / ``ListValue`` (or a value inside one) as plain Python."""
-    if isinstance(value, str | bool | int | float) or value is None:
-        return value
-    if isinstance(value, Mapping):  # Struct (a registered Mapping)
-        return {str(key): plain(item) for key, item in value.items()}
-    return [plain(item) for item in value]  # ListValue

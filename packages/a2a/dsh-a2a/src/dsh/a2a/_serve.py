@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import uvicorn
 
 from dsh.a2a._guard import HostPolicy
-from dsh.core import Preset, on_stop_signals
+from dsh.core import DshError, Preset, on_stop_signals
 
 __all__ = ["ServeOptions", "host_policy", "serve_command"]
 
@@ -80,7 +80,7 @@ class ServeOptions:
     """Seconds a running task nobody follows any more is kept before it is cancelled."""
 
 
-class UsageError(Exception):
+class UsageError(DshError):
     """A configuration problem: reported in one line, exit status 2."""
 
 

@@ -29,6 +29,8 @@ from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
 
+from dsh.core import DshError
+
 __all__ = [
     "BoundedMemoryTaskStore",
     "OpenedStore",
@@ -41,7 +43,7 @@ _EVENT_POLL = 0.2
 """Seconds between polls of the shared event table by a subscriber on another instance."""
 
 
-class TaskStoreError(ValueError):
+class TaskStoreError(DshError, ValueError):
     """A ``--task-store`` value that cannot be used (the message says why)."""
 
 

@@ -1,5 +1,8 @@
 """dsh.acp — the agent side of the Agent Client Protocol, for agents built on dsh.
 
+``dsh acp`` (the ``acp`` entry point of ``dsh.commands``; ``python -m dsh.acp``) serves
+a preset's agent over ACP on stdio: each ACP session is one dsh agent (docs/acp.md).
+
 What ``dsh acp`` and the test kit's mock agent share:
 
 * :class:`AcpAgentBase` — an ``acp.Agent`` whose optional methods answer "method
@@ -11,9 +14,12 @@ What ``dsh acp`` and the test kit's mock agent share:
   (-32800), rate-limited logs of failed notifications, and an end when the client
   stops reading;
 * :class:`LineReader` / :func:`classify` — the bounded line reader and JSON-RPC
-  frame check, shared with the ``acp`` provider (the client side);
+  frame check, re-exported from :mod:`dsh.jsonrpc` (the peer the ``acp`` provider,
+  the client side, speaks through);
   :func:`encode_message` / :func:`scrub_surrogates` — lone UTF-16 surrogates
-  escaped on the way out, replaced (U+FFFD) on the way in.
+  escaped on the way out, replaced (U+FFFD) on the way in;
+* :func:`agent_message`, :func:`tool_call_start`, :func:`tool_call_progress` and
+  :func:`text_block` — session updates built from the ``acp`` schema models.
 
 Importing :mod:`dsh.acp` does not import ``acp`` (about a second); the names that
 need it load on first use.
@@ -24,7 +30,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from dsh.acp._framing import (
+from dsh.jsonrpc import (
     DEFAULT_MAX_LINE_BYTES,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -44,6 +50,7 @@ from dsh.acp._framing import (
 
 if TYPE_CHECKING:
     from dsh.acp._agent_base import AcpAgentBase, McpServer, PromptBlock
+    from dsh.acp._schema import agent_message, text_block, tool_call_progress, tool_call_start
     from dsh.acp._serve import serve, serve_stdio
     from dsh.acp._transport import StrictAgentTransport
 
@@ -62,6 +69,7 @@ __all__ = [
     "OversizedLine",
     "PromptBlock",
     "StrictAgentTransport",
+    "agent_message",
     "classify",
     "encode_message",
     "error_response",
@@ -69,6 +77,9 @@ __all__ = [
     "scrub_surrogates",
     "serve",
     "serve_stdio",
+    "text_block",
+    "tool_call_progress",
+    "tool_call_start",
 ]
 
 _LAZY = {
@@ -78,6 +89,10 @@ _LAZY = {
     "serve": "dsh.acp._serve",
     "serve_stdio": "dsh.acp._serve",
     "StrictAgentTransport": "dsh.acp._transport",
+    "agent_message": "dsh.acp._schema",
+    "text_block": "dsh.acp._schema",
+    "tool_call_progress": "dsh.acp._schema",
+    "tool_call_start": "dsh.acp._schema",
 }
 
 

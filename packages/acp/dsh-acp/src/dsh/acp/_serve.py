@@ -8,9 +8,9 @@ from typing import Any
 
 from acp.core import AgentSideConnection
 
-from dsh.acp._framing import DEFAULT_MAX_LINE_BYTES
 from dsh.acp._otel import MessageContext, quiet_acp_root_spans
 from dsh.acp._transport import CancelRequestHandler, StrictAgentTransport
+from dsh.jsonrpc import DEFAULT_MAX_LINE_BYTES
 
 __all__ = ["serve", "serve_stdio"]
 

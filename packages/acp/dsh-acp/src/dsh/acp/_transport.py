@@ -12,7 +12,7 @@ framing instead:
   and answered -32600; the connection goes on serving;
 * a request other than ``initialize`` before ``initialize`` is answered -32600;
 * lone UTF-16 surrogates never reach the agent (U+FFFD) and never break a write
-  (``\\uXXXX`` escapes; see :mod:`dsh.acp._framing`);
+  (``\\uXXXX`` escapes; see :mod:`dsh.jsonrpc`);
 * ``$/cancel_request`` (``requestId``, or ``id`` as older dsh clients sent it)
   cancels the request it names: the ``on_cancel_request`` callback may cancel it
   gracefully (a prompt's turn, which then answers ``stopReason: "cancelled"``);
@@ -37,7 +37,7 @@ from typing import Any
 
 from acp import RequestError
 
-from dsh.acp._framing import (
+from dsh.jsonrpc import (
     DEFAULT_MAX_LINE_BYTES,
     INVALID_REQUEST,
     REQUEST_CANCELLED,

@@ -4,7 +4,7 @@ A package adds ``dsh NAME`` by declaring an entry point named ``NAME`` whose obj
 has ``help: str``, ``add_arguments(parser)`` and ``run(args) -> int``::
 
     [project.entry-points."dsh.commands"]
-    a2a = "dsh.subagent_a2a._server:command"
+    acp = "dsh.acp._command:command"
 
 Entry points are imported only when needed: the one named on the command line, or
 all of them for ``dsh --help``. One that fails to import, lacks a member or clashes

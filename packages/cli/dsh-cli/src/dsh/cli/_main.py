@@ -1,6 +1,7 @@
-"""Argument parsing and dispatch. Subcommands import what they need lazily, so
-``dsh acp`` starts fast; commands of other packages (``dsh.commands`` entry points)
-are imported only when named, or for ``dsh --help``."""
+"""Argument parsing and dispatch. Subcommands import what they need lazily; commands
+of other packages (``dsh.commands`` entry points: ``dsh acp`` from dsh-acp, ``dsh a2a``
+from dsh-a2a) are imported only when named, or for ``dsh --help``, so they start
+fast."""
 
 from __future__ import annotations
 
@@ -12,19 +13,12 @@ from dsh.cli._commands import LoadedCommand, discover, load
 
 __all__ = ["BUILTIN_COMMANDS", "build_parser", "main"]
 
-BUILTIN_COMMANDS = {"run", "demo", "acp", "presets", "init", "trust"}
+BUILTIN_COMMANDS = {"run", "demo", "presets", "init", "trust"}
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``dsh`` argument parser (with the ``dsh.commands`` subcommands that ``argv``
     needs: the one it names, or all of them when it names none)."""
-    from dsh.core.argtypes import (
-        add_otel_argument,
-        add_trust_argument,
-        positive_float,
-        positive_int,
-    )
-
     parser = argparse.ArgumentParser(
         prog="dsh",
         description="dsh: agents that delegate to subagents.",
@@ -49,42 +43,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--json", action="store_true", help="write every event as one JSON object per line"
     )
 
-    acp = sub.add_parser("acp", help="serve an agent over the Agent Client Protocol on stdio")
-    acp.add_argument(
-        "--preset", metavar="FILE|NAME", help="preset file or named preset for the served agent"
-    )
-    acp.add_argument(
-        "--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)"
-    )
-    add_trust_argument(acp)
-    add_otel_argument(acp)
-    acp.add_argument(
-        "--max-line-bytes",
-        type=positive_int,
-        default=16 * 1024 * 1024,
-        metavar="N",
-        help="longest JSON-RPC line accepted (longer lines are answered -32600; default 16 MiB)",
-    )
-    acp.add_argument(
-        "--max-sessions",
-        type=positive_int,
-        default=256,
-        metavar="N",
-        help="sessions kept at once; beyond, the least recently used idle one is closed",
-    )
-    acp.add_argument(
-        "--session-idle",
-        type=positive_float,
-        default=1800.0,
-        metavar="SECONDS",
-        help="close sessions idle this long (default 1800)",
-    )
-
     presets = sub.add_parser("presets", help="list the named presets, or show one")
     actions = presets.add_subparsers(dest="presets_action", metavar="ACTION")
     actions.add_parser("list", help="list the named presets (the default)")
     show = actions.add_parser("show", help="print a named preset's TOML")
     show.add_argument("name", help="the preset's name (see dsh presets)")
+    actions.add_parser("providers", help="list the installed subagent providers and their plugins")
 
     init = sub.add_parser("init", help="write a commented dsh.toml to start from")
     init.add_argument(
@@ -198,10 +162,6 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         from dsh.cli._demo import demo_command
 
         return demo_command(args)
-    if args.command == "acp":
-        from dsh.cli._acp_server import acp_command
-
-        return acp_command(args)
     if args.command == "presets":
         from dsh.cli._presets import presets_command
 

@@ -4,7 +4,7 @@ The rule lives in dsh-core (:func:`dsh.core.model_from_env`) and the context app
 it (:meth:`dsh.core.Context.default_model`), so ``dsh run``, ``dsh acp`` and Python's
 ``Context.open(...)`` pick the same model. Here: which model a command will use, for
 its notice (``dsh: model deepseek-chat at https://api.deepseek.com (DEEPSEEK_API_KEY is
-set)``), and what ``dsh acp`` tells an editor when there is none.
+set)``). What ``dsh acp`` tells an editor when there is none is dsh-acp's.
 """
 
 from __future__ import annotations
@@ -13,17 +13,7 @@ from collections.abc import Mapping
 
 from dsh.core import EnvModel, Preset, model_from_env
 
-__all__ = ["EDITOR_NO_MODEL_HELP", "EnvModel", "env_model_for"]
-
-EDITOR_NO_MODEL_HELP = (
-    "no model is configured. Give the agent server an `env` block in the editor's"
-    ' settings (Zed: "agent_servers" -> "dsh" -> "env" in settings.json) with'
-    " OPENAI_BASE_URL and OPENAI_API_KEY for any OpenAI-compatible server"
-    " (OPENAI_MODEL for the model), or DEEPSEEK_API_KEY, or OPENAI_API_KEY, e.g."
-    ' "env": { "DEEPSEEK_API_KEY": "sk-..." }; then restart the agent. Or add an'
-    " [agent.model] table to the preset. See docs/zed.md."
-)
-"""``dsh acp``'s answer to ``session/new`` without a model: the fix is in the editor."""
+__all__ = ["EnvModel", "env_model_for"]
 
 
 def env_model_for(preset: Preset, environ: Mapping[str, str] | None = None) -> EnvModel | None:

@@ -1,6 +1,7 @@
 """Finding presets: ``--preset FILE|NAME``, ``./dsh.toml``, or a named preset (the ones
 shipped with dsh, and any other package's, through the ``dsh.presets`` entry points);
-``dsh presets`` / ``dsh presets show NAME``."""
+``dsh presets`` / ``dsh presets show NAME`` / ``dsh presets providers`` (the installed
+subagent providers, through the ``dsh.providers`` entry points, and their plugin rows)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ __all__ = [
     "STANDARD",
     "preset_text",
     "presets_command",
+    "providers_table",
     "resolve_preset",
     "shipped_preset",
     "shipped_presets",
@@ -72,9 +74,30 @@ def resolve_preset(value: str | None, cwd: Path | None = None, *, trust: bool = 
     return find_preset(value, cwd=cwd, trust=trust) or shipped_preset("standard")
 
 
+def providers_table() -> str:
+    """The installed subagent providers (``dsh.providers`` entry points, none imported),
+    one a line: the provider's name and the ``[[plugin]]`` row name that registers it."""
+    from dsh.subagent import installed_providers
+
+    installed = installed_providers()
+    if not installed:
+        return "no subagent provider is installed\n"
+    width = max(len(provider.name) for provider in installed)
+    lines = [f"{'provider':<{width}}  plugin"]
+    for provider in installed:
+        row = provider.plugin or f"? (distribution {provider.distribution})"
+        lines.append(f"{provider.name:<{width}}  {row}")
+    return "\n".join(lines) + "\n"
+
+
 def presets_command(args: argparse.Namespace) -> int:
-    """``dsh presets [list]`` lists the named presets; ``dsh presets show NAME`` prints one."""
-    if getattr(args, "presets_action", None) == "show":
+    """``dsh presets [list]`` lists the named presets; ``dsh presets show NAME`` prints one;
+    ``dsh presets providers`` lists the installed subagent providers."""
+    action = getattr(args, "presets_action", None)
+    if action == "providers":
+        sys.stdout.write(providers_table())
+        return 0
+    if action == "show":
         try:
             text, _ = preset_text(args.name)
         except PresetError as exc:

@@ -4,7 +4,14 @@ Context and plugins, sessions (JSONL), agents and the agent loop, the LLM runtim
 with a scripted adapter, tools, jobs, the event bus and the abort signal.
 """
 
-from dsh.core._agent import Agent, AgentObserver, StopReason, TurnOutcome, last_output
+from dsh.core._agent import (
+    Agent,
+    AgentObserver,
+    StopReason,
+    ToolContext,
+    TurnOutcome,
+    last_output,
+)
 from dsh.core._agents import AgentRegistry
 from dsh.core._content import Content, ContentBlock, as_blocks, text_block, text_of
 from dsh.core._context import Context
@@ -38,22 +45,18 @@ from dsh.core._llm import (
     ToolSpec,
     Usage,
 )
-from dsh.core._permissions import (
-    PERMISSION_REFUSED,
-    Approver,
+from dsh.core._permission_config import (
     PermissionDecision,
     PermissionPolicy,
-    PermissionRequest,
-    Permissions,
     PermissionsConfig,
 )
+from dsh.core._permissions import PERMISSION_REFUSED, Approver, PermissionRequest, Permissions
 from dsh.core._plugins import LoadedPlugin, NoConfig, Plugin, PluginError, PluginHost
 from dsh.core._presets import (
     AgentDefaults,
     PluginRow,
     Preset,
     PresetError,
-    find_preset,
     load_named_preset,
     load_preset,
     named_presets,
@@ -90,7 +93,6 @@ from dsh.core._stop_signals import STOP_SIGNALS, on_stop_signals
 from dsh.core._tools import (
     AgentTools,
     Tool,
-    ToolContext,
     ToolError,
     ToolRegistry,
     ToolResult,
@@ -110,6 +112,7 @@ from dsh.core._trust import (
     TrustedPreset,
     UntrustedPresetError,
     check_trust,
+    find_preset,
     preset_reach,
     revoke_trust,
     trust_preset,

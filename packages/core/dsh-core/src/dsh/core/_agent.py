@@ -16,7 +16,8 @@ for one; an inject that arrives then is added to the log without a turn.
 A turn runs in the caller's task when the caller waits for it (:meth:`Agent.drive`,
 :meth:`Agent.run`), else as a task owned by the context, so no agent task
 outlives the context; :meth:`Agent.aclose` cancels and waits until the agent is
-quiescent. The turn itself is in :mod:`dsh.core._turn`.
+quiescent. The turn itself is in :mod:`dsh.core._turn` (:class:`~dsh.core._turn.TurnLoop`,
+this class's base).
 """
 
 from __future__ import annotations
@@ -26,63 +27,55 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from dsh.core._content import Content, as_blocks
 from dsh.core._effects import Disposer
-from dsh.core._llm import BoundModel
+from dsh.core._llm import BoundModel, ModelRequest, ToolCall
+from dsh.core._permission_config import PermissionDecision
 from dsh.core._prompt import PromptSections
 from dsh.core._sandbox import SandboxPolicy
 from dsh.core._session import Event, Session, SessionError
 from dsh.core._signals import AbortSignal
-from dsh.core._tools import AgentTools
-from dsh.core._turn import StopReason, TurnOutcome, last_output, run_turn
+from dsh.core._tools import AgentTools, Tool
+from dsh.core._turn import (
+    AgentObserver,
+    StopReason,
+    TracedCall,
+    TurnLoop,
+    TurnOutcome,
+    last_output,
+)
 
 if TYPE_CHECKING:
     from dsh.core._context import Context
 
-__all__ = ["Agent", "AgentObserver", "StopReason", "TurnOutcome", "last_output"]
+__all__ = ["Agent", "AgentObserver", "StopReason", "ToolContext", "TurnOutcome", "last_output"]
 
 _log = logging.getLogger("dsh.core._agent")
 
 
-AgentObserver = Callable[[Event], None]
-"""Called for every event appended to the agent's session, and for transient
-``assistant/delta`` events (``seq == -1``) carrying streamed text."""
-
-
-class Agent:
+class Agent(TurnLoop):
     """One agent: a session, a model, a system prompt and the tools it may use."""
 
     __slots__ = (
         "__weakref__",
-        "_blocked",
-        "_cancel_cause",
         "_closed",
         "_closers",
         "_closing",
-        "_delta_observers",
         "_driver_pending",
+        "_forget",
         "_idle",
-        "_observers",
         "_paused",
         "_queue",
         "_running",
-        "_scope",
-        "_steer",
-        "_turn_signal",
         "ctx",
         "label",
-        "max_steps",
-        "model",
         "parent_id",
-        "prompt",
         "sandbox",
-        "session",
-        "tools",
-        "turns",
     )
 
     def __init__(
@@ -97,8 +90,10 @@ class Agent:
         label: str | None = None,
         max_steps: int = 50,
         sandbox: SandboxPolicy | None = None,
+        forget: Callable[[Agent], None] | None = None,
     ) -> None:
         self.ctx = ctx
+        self._host = ctx
         self.sandbox = sandbox if sandbox is not None else ctx.sandbox
         """How far this agent's tool processes reach: its parent's policy, narrowed."""
         self.session = session
@@ -124,13 +119,10 @@ class Agent:
         self._blocked: str | None = None
         self._closers: list[Callable[[], Awaitable[None]]] | None = None
         self._closing: asyncio.Event | None = None
+        self._forget = forget
+        """Called once the agent has closed: drops it from the registry's live agents."""
 
     # -- identity -----------------------------------------------------------------
-
-    @property
-    def id(self) -> str:
-        """The agent id (its session id)."""
-        return self.session.header.id
 
     @property
     def depth(self) -> int:
@@ -192,24 +184,19 @@ class Agent:
             raise ValueError(f"{type!r} events are written by the agent loop, not recorded")
         return self._append(type, data)
 
-    def _append(self, type: str, data: Mapping[str, Any]) -> Event:
-        try:
-            event = self.session.append(type, data)
-        except SessionError:
-            # not saved (the disk refused it) but in the log: observers see it all the same
-            if self._observers:
-                self._notify(self._observers, self.session.events[-1])
-            raise
-        if self._observers:
-            self._notify(self._observers, event)
-        return event
+    # -- what the loop asks of the agent --------------------------------------------
 
-    def _notify(self, observers: tuple[AgentObserver, ...], event: Event) -> None:
-        for observer in observers:
-            try:
-                observer(event)
-            except Exception:
-                _log.exception("observer %r of agent %s failed", observer, self.id)
+    def _tool_context(self, call_id: str, signal: AbortSignal) -> ToolContext:
+        return ToolContext(self, call_id, signal)
+
+    def _trace_turn(self, turn: int) -> TracedCall:
+        return self.ctx.tracing.turn(self, turn)
+
+    def _trace_model_call(self, request: ModelRequest) -> TracedCall:
+        return self.ctx.tracing.model_call(self, request)
+
+    def _trace_tool_call(self, call: ToolCall) -> TracedCall:
+        return self.ctx.tracing.tool_call(self, call)
 
     # -- input --------------------------------------------------------------------
 
@@ -305,18 +292,26 @@ class Agent:
 
     def start_driver(self) -> None:
         """Start the pending turn(s) in a task of their own now instead of at the
-        loop's next iteration: for a caller that will not run them with
-        :meth:`drive` (an in-process child, whose waiters must not carry its turn)."""
+        loop's next iteration (on Python 3.12+ its first step at once: a turn that
+        never suspends has ended when this returns): for a caller that will not run
+        them with :meth:`drive` (an in-process child, whose waiters must not carry its turn)."""
         if self._driver_pending:
-            self._spawn_driver()
+            self._spawn_driver(eager=True)
 
     async def run(self, content: Content) -> TurnOutcome:
         """Run one turn with ``content`` and wait for it: a convenience for scripts."""
-        start = len(self.session)
-        self.followup(content)
-        await self.drive()
-        for index in range(len(self.session) - 1, start - 1, -1):
-            event = self.session.events[index]
+        events = self.session.events
+        start = len(events)
+        if self._running or self._queue or self._closed:
+            self.followup(content)  # behind what is queued (or the error of a closed agent)
+            await self.drive()
+        else:  # idle: run the turn in this task now, as drive() would, scheduling no driver
+            self._queue = deque(((as_blocks(content), None),))
+            self._paused = False
+            self._running = True
+            await self._drive()
+        for index in range(len(events) - 1, start - 1, -1):
+            event = events[index]
             if event.type == "turn/end":
                 return TurnOutcome.of(event)
         raise RuntimeError(f"agent {self.id} went idle without ending a turn")
@@ -346,7 +341,8 @@ class Agent:
         if self._queue:
             self._queue.clear()
         self.session.close()
-        self.ctx.agents._forget(self)
+        if self._forget is not None:
+            self._forget(self)
         return True
 
     async def aclose(self, cause: str = "agent closed") -> None:
@@ -366,7 +362,8 @@ class Agent:
                 await self._wind_down(cause)
         finally:
             self.session.close()
-            self.ctx.agents._forget(self)
+            if self._forget is not None:
+                self._forget(self)
             closing.set()
 
     async def _wind_down(self, cause: str) -> None:
@@ -389,11 +386,6 @@ class Agent:
         if self._closed:
             raise RuntimeError(f"agent {self.label or self.id} is closed")
 
-    def _pending_steer(self) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
-        if self._steer is None:
-            self._steer = []
-        return self._steer
-
     def _kick(self) -> None:
         if self._running or not self._queue:
             return
@@ -401,12 +393,12 @@ class Agent:
         self._driver_pending = True
         self.ctx.call_soon(self._spawn_driver)
 
-    def _spawn_driver(self) -> None:
+    def _spawn_driver(self, *, eager: bool = False) -> None:
         if not self._driver_pending:
             return  # a caller of drive() is running the turn in its own task
         self._driver_pending = False
         try:
-            self.ctx.spawn(self._drive)
+            self.ctx.spawn(self._drive, eager=eager)
         except RuntimeError:  # the context closed before the turn could start
             self._running = False
             if self._idle is not None:
@@ -418,7 +410,7 @@ class Agent:
     async def _drive(self) -> None:
         try:
             while self._queue and not self._closed:
-                await run_turn(self, *self._queue.popleft())
+                await self._run_turn(*self._queue.popleft())
                 if self._steer:
                     self._promote_pending()
                 if self._paused:
@@ -449,10 +441,20 @@ class Agent:
             self._queue.appendleft(promoted[0])
             self._steer = promoted[1:] or None
 
-    def _flush_steer(self) -> None:
-        pending, self._steer = self._steer, None
-        for blocks, extra in pending or ():
-            self._append("user/message", {"content": blocks, **extra})
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool call can see: its agent, call id and abort signal."""
+
+    agent: Agent
+    call_id: str
+    signal: AbortSignal
+
+    async def check_permission(self, tool: Tool, arguments: Any) -> PermissionDecision:
+        """Whether the agent's context lets it run the governed ``tool`` with
+        ``arguments`` (:meth:`~dsh.core.Permissions.check`; :meth:`Tool.invoke` asks)."""
+        agent = self.agent
+        return await agent.ctx.permissions.check(tool, arguments, agent, self.call_id)
 
 
 class _Unobserve:

@@ -98,6 +98,7 @@ class AgentRegistry:
             label=label,
             max_steps=max_steps or ctx.defaults.max_steps,
             sandbox=policy,
+            forget=self._forget,
         )
         self._live[agent.id] = agent
         return agent
@@ -140,6 +141,7 @@ class AgentRegistry:
             label=label,
             max_steps=max_steps or self._ctx.defaults.max_steps,
             sandbox=_resumed_sandbox(self._ctx.sandbox, parent, session),
+            forget=self._forget,
         )
         self._live[agent.id] = agent
         return agent

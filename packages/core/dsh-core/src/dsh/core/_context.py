@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from importlib.metadata import EntryPoint, entry_points
@@ -33,15 +34,22 @@ from dsh.core._events import EventBus
 from dsh.core._gc import tune_gc
 from dsh.core._jobs import JobRegistry
 from dsh.core._llm import BoundModel, LLMRuntime, ModelConfigError
-from dsh.core._permissions import Permissions, PermissionsConfig
-from dsh.core._plugins import PluginHost
-from dsh.core._presets import AgentDefaults, Preset
+from dsh.core._permission_config import PermissionsConfig
+from dsh.core._permissions import Permissions
+from dsh.core._plugins import ENTRY_POINT_GROUP, PluginHost
+from dsh.core._presets import AgentDefaults, PluginRow, Preset, PresetError
 from dsh.core._prompt import PromptSections
 from dsh.core._sandbox import SANDBOX_ENV, SandboxConfig, SandboxPolicy
 from dsh.core._scripted import scripted_factory
 from dsh.core._session import SessionStore
 from dsh.core._tools import ToolRegistry
-from dsh.core._tracing import NO_TRACING, Tracing, with_tracing_row
+from dsh.core._tracing import (
+    NO_TRACING,
+    TRACING_PLUGIN,
+    TRACING_SWITCH_ENV,
+    Tracing,
+    tracing_switched_on,
+)
 
 __all__ = ["SERVICE_ENTRY_POINT_GROUP", "Context", "root_sandbox"]
 
@@ -51,6 +59,8 @@ SERVICE_ENTRY_POINT_GROUP = "dsh.services"
 T = TypeVar("T")
 
 _log = logging.getLogger("dsh.core._context")
+_EAGER_START = sys.version_info >= (3, 12)
+"""``asyncio.Task(..., eager_start=True)`` exists (Python 3.12+)."""
 
 
 @functools.cache
@@ -142,8 +152,8 @@ class Context:
             raise RuntimeError("dsh runs on asyncio (anyio's asyncio backend)") from None
         ctx._tasks = set()
         try:
-            if preset is not None:  # DSH_OTEL=1 adds dsh-otel (with_tracing_row)
-                rows = with_tracing_row(preset.enabled_rows(), len(preset.plugin))
+            if preset is not None:  # DSH_OTEL=1 adds dsh-otel (_with_tracing_row)
+                rows = _with_tracing_row(preset.enabled_rows(), len(preset.plugin))
                 await ctx.plugins.load_rows(rows)
             yield ctx
         finally:
@@ -181,19 +191,29 @@ class Context:
 
     # -- tasks --------------------------------------------------------------------
 
-    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Task[Any]:
+    def spawn(
+        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any, eager: bool = False
+    ) -> asyncio.Task[Any]:
         """Run ``fn(*args)`` as a task owned by this context.
 
         The context cancels and awaits every task it still owns when it closes, so no
         task outlives it. (Native asyncio tasks: anyio's ``start_soon`` costs ~5x more
         on the delegation hot path; anyio cancel scopes work inside them as usual.)
+        ``eager``: on Python 3.12+ (and with no custom task factory) the task's first
+        step runs at once, so a coroutine that never suspends is done on return.
         """
         tasks, loop = self._tasks, self._loop
         if tasks is None or loop is None:
             raise RuntimeError(
                 "this context is not open: use `async with Context.open(...) as ctx`"
             )
-        task = loop.create_task(fn(*args))
+        if eager and _EAGER_START and loop.get_task_factory() is None:
+            task = asyncio.Task(fn(*args), loop=loop, eager_start=True)  # type: ignore[call-arg]
+            if task.done():
+                self._task_done(task)
+                return task
+        else:
+            task = loop.create_task(fn(*args))
         tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
@@ -330,3 +350,18 @@ def root_sandbox(preset: Preset | None, config: SandboxConfig | None = None) -> 
     if inherited:
         policy = SandboxPolicy.from_json(inherited).narrowed(policy, strict=False)
     return policy
+
+
+def _with_tracing_row(
+    rows: list[tuple[int, PluginRow]], next_index: int
+) -> list[tuple[int, PluginRow]]:
+    """``rows`` with a ``dsh-otel`` row at the end when tracing is switched on and no
+    enabled row loads it. :class:`~dsh.core.PresetError` when dsh-otel is not installed."""
+    if not tracing_switched_on() or any(row.name == TRACING_PLUGIN for _, row in rows):
+        return rows
+    if not entry_points(group=ENTRY_POINT_GROUP, name=TRACING_PLUGIN):
+        raise PresetError(
+            f"{TRACING_SWITCH_ENV}=1 (or --otel) turns tracing on, which needs the dsh-otel"
+            " package: pip install 'dsh-otel[sdk]' (or unset the variable)"
+        )
+    return [*rows, (next_index, PluginRow(id="otel-switch", name=TRACING_PLUGIN))]

@@ -11,27 +11,27 @@ running jobs; closing the owner kills its jobs and waits until they have ended.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
+from dsh.core._content import Content
 from dsh.core._errors import DshError
 from dsh.core._signals import AbortSignal
-
-if TYPE_CHECKING:
-    from dsh.core._agent import Agent
-    from dsh.core._context import Context
 
 __all__ = [
     "MAX_RUNNING_PER_OWNER",
     "Job",
     "JobError",
+    "JobHost",
     "JobOutcome",
+    "JobOwner",
     "JobRegistry",
     "JobStatus",
     "describe_job",
@@ -64,6 +64,47 @@ class JobOutcome:
 
 
 JobFunction = Callable[[AbortSignal], Awaitable[JobOutcome]]
+
+
+class JobOwner(Protocol):
+    """What the registry needs of an agent that owns jobs (an :class:`~dsh.core.Agent`)."""
+
+    @property
+    def id(self) -> str:
+        """The agent id."""
+
+    @property
+    def label(self) -> str | None:
+        """How messages name the agent (else by id)."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the agent is closing: it may start no job and gets no notice."""
+
+    def notify(self, content: Content, *, source: Mapping[str, Any] | None = None) -> None:
+        """Deliver a runtime notice (a settled job's completion)."""
+
+
+class JobOwners(Protocol):
+    """Live owners by id (the context's agent registry)."""
+
+    def get(self, agent_id: str) -> JobOwner | None:
+        """The live owner with ``agent_id``, or None."""
+
+
+class JobHost(Protocol):
+    """What the registry needs of its context (a :class:`~dsh.core.Context`)."""
+
+    @property
+    def closing(self) -> bool:
+        """True once the context is closing: no notice is delivered then."""
+
+    @property
+    def agents(self) -> JobOwners:
+        """Where a settled job's owner is looked up."""
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Task[Any]:
+        """Run ``fn(*args)`` as a task the context owns."""
 
 
 class Job:
@@ -134,13 +175,13 @@ class Job:
 class JobRegistry:
     """Starts, tracks and kills jobs for one context."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: JobHost) -> None:
         self._ctx = ctx
         self._jobs: dict[str, Job] = {}
         self._counters: dict[str, itertools.count[int]] = {}
         self._closing = False
 
-    def check_capacity(self, owner: Agent) -> None:
+    def check_capacity(self, owner: JobOwner) -> None:
         """Raise :class:`JobError` if ``owner`` may not start another job now
         (it is closed, the context is closing, or it is at the running-job cap)."""
         if self._closing:
@@ -154,7 +195,7 @@ class JobRegistry:
                 f" {MAX_RUNNING_PER_OWNER}); wait for one with job_output or stop one with job_kill"
             )
 
-    def start(self, owner: Agent, kind: str, fn: JobFunction, *, description: str = "") -> Job:
+    def start(self, owner: JobOwner, kind: str, fn: JobFunction, *, description: str = "") -> Job:
         """Start ``fn(signal)`` as a job of ``owner``; raises :class:`JobError` at the cap."""
         if not kind or not kind.replace("_", "a").isalnum():
             raise JobError(f"invalid job kind {kind!r}: use letters, digits and '_'")

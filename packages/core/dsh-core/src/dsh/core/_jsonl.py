@@ -11,14 +11,14 @@ from typing import Any
 
 from dsh.core._errors import DshError
 
-__all__ = ["SessionError"]
+__all__ = ["JsonlWriter", "SessionError"]
 
 
 class SessionError(DshError):
     """A session could not be created, written or loaded."""
 
 
-class _JsonlWriter:
+class JsonlWriter:
     """Appends whole JSON lines to an O_APPEND fd, or nothing.
 
     A crash can only tear the line being written; earlier lines stay intact. A write
@@ -41,9 +41,11 @@ class _JsonlWriter:
             raise SessionError(f"cannot open session file {path}: {_reason(exc)}") from None
 
     def write(self, record: Mapping[str, Any]) -> None:
+        """Append ``record`` as one line (whole, or nothing and :class:`SessionError`)."""
         self._write(_line(record))
 
     def write_many(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Append ``records`` in one write: all of them, or none."""
         self._write(b"".join(_line(record) for record in records))
 
     def _write(self, data: bytes) -> None:
@@ -91,6 +93,7 @@ class _JsonlWriter:
         )
 
     def close(self) -> None:
+        """Close the file (idempotent); later writes raise :class:`SessionError`."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -25,47 +25,35 @@ The preset's ``[permissions]`` table overrides the tools' defaults::
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from dsh.core._effects import Disposer
+from dsh.core._events import EventBus
+from dsh.core._permission_config import (
+    PermissionDecision,
+    PermissionPolicy,
+    PermissionsConfig,
+)
 
 if TYPE_CHECKING:
     from dsh.core._agent import Agent
-    from dsh.core._context import Context
     from dsh.core._llm import ToolSpec
     from dsh.core._tools import AgentTools, Tool
 
 __all__ = [
     "PERMISSION_REFUSED",
     "Approver",
-    "PermissionDecision",
-    "PermissionPolicy",
     "PermissionRequest",
     "Permissions",
-    "PermissionsConfig",
+    "PermissionsHost",
 ]
-
-PermissionPolicy = Literal["allow", "ask", "deny"]
 
 PERMISSION_REFUSED = "permission/refused"
 """Bus event of a refused tool call (policy ``deny``, nobody to ask, or a no)."""
-
-
-class PermissionsConfig(BaseModel):
-    """The preset's ``[permissions]`` table."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    default: PermissionPolicy | None = None
-    """Policy of governed tools not listed in ``tools`` (unset: each tool's default)."""
-    tools: dict[str, PermissionPolicy] = {}
-    """Policy per tool name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,23 +73,30 @@ class PermissionRequest:
     call_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class PermissionDecision:
-    """An approver's answer. ``always``: allow this tool without asking again (for the
-    rest of this agent tree's life)."""
-
-    allowed: bool
-    reason: str = ""
-    always: bool = False
-
-
 Approver = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+
+
+class _Agents(Protocol):
+    def get(self, agent_id: str) -> Agent | None: ...
+
+
+class PermissionsHost(Protocol):
+    """What :class:`Permissions` needs of its context (a :class:`~dsh.core.Context`):
+    the live agents, to find an approver up a child's ancestors, and the bus."""
+
+    @property
+    def agents(self) -> _Agents:
+        """The live agents by id."""
+
+    @property
+    def events(self) -> EventBus:
+        """Where a refusal is emitted (:data:`PERMISSION_REFUSED`)."""
 
 
 class Permissions:
     """The policy and the approvers of one context (``ctx.permissions``)."""
 
-    def __init__(self, ctx: Context, config: PermissionsConfig | None = None) -> None:
+    def __init__(self, ctx: PermissionsHost, config: PermissionsConfig | None = None) -> None:
         self._ctx = ctx
         self.config = config or PermissionsConfig()
         self.allow_all = False
@@ -115,11 +110,10 @@ class Permissions:
         specs = tuple(tools.specs())
         if self.allow_all:
             return specs
-        denied = {
-            spec.name
-            for spec in specs
-            if (found := tools.get(spec.name)) is not None and self.policy_for(found) == "deny"
-        }
+        governed = tools.governed()  # only a governed tool can be denied
+        if not governed:
+            return specs
+        denied = {tool.name for tool in governed if self.policy_for(tool) == "deny"}
         return tuple(s for s in specs if s.name not in denied) if denied else specs
 
     def policy_for(self, tool: Tool) -> PermissionPolicy:
@@ -217,33 +211,3 @@ class Permissions:
         if not decision.allowed and not decision.reason:
             return PermissionDecision(False, f'tool "{tool.name}" was not approved ({title})')
         return decision
-
-
-def default_title(name: str, arguments: Any) -> str:
-    """``name`` and the arguments, short (for tools that give no title of their own)."""
-    raw = arguments.model_dump() if isinstance(arguments, BaseModel) else arguments
-    try:
-        text = json.dumps(raw, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = str(raw)
-    if len(text) > 160:
-        text = text[:160] + "…"
-    return f"{name} {text}"
-
-
-# Controls (C0, DEL, C1) and the bidirectional formatting characters, which reorder
-# what a terminal or an editor displays.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-
-def visible_line(text: str) -> str:
-    """``text`` with every control character shown as an escape (``\\x1b``, ``\\r``,
-    ``\\n``): one line that cannot drive the terminal or editor showing it."""
-    return _UNSAFE.sub(_escape, text)

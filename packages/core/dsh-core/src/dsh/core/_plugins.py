@@ -25,7 +25,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -33,9 +33,6 @@ from dsh.core._effects import Disposer, EffectScope
 from dsh.core._presets import PluginRow, PresetError
 from dsh.core._suggest import did_you_mean
 from dsh.core._validation import validation_problems
-
-if TYPE_CHECKING:
-    from dsh.core._context import Context
 
 __all__ = ["ENTRY_POINT_GROUP", "LoadedPlugin", "NoConfig", "Plugin", "PluginError", "PluginHost"]
 
@@ -54,7 +51,9 @@ class NoConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-ApplyFunction = Callable[["Context", C, EffectScope], Awaitable[None] | None]
+ApplyFunction = Callable[[Any, C, EffectScope], Awaitable[None] | None]
+"""``apply(ctx, config, effects)``: ``ctx`` is the :class:`~dsh.core.Context` the plugin
+is loaded into (``Any`` here: plugins sit below the context, which loads them)."""
 
 
 class Plugin(Generic[C]):
@@ -98,8 +97,9 @@ class LoadedPlugin:
 class PluginHost:
     """Loads and unloads plugins for one context (``ctx.plugins``)."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: object) -> None:
         self._ctx = ctx
+        """The context handed to every plugin's ``apply``."""
         self._loaded: dict[str, LoadedPlugin] = {}
         self._local: dict[str, Plugin[Any]] = {}
         self._entry_points: dict[str, EntryPoint] | None = None

@@ -56,21 +56,26 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from dsh.core._errors import DshError
 from dsh.core._llm import ModelConfig
-from dsh.core._permissions import PermissionsConfig
+from dsh.core._permission_config import PermissionsConfig
 from dsh.core._sandbox import SandboxConfig
 from dsh.core._suggest import did_you_mean
 from dsh.core._validation import validation_problems
 
 __all__ = [
     "DEFAULT_PERSONA",
+    "MAX_EXTENDS_DEPTH",
+    "PRESETS_ENTRY_POINT_GROUP",
     "AgentDefaults",
     "PluginRow",
     "Preset",
     "PresetError",
     "load_named_preset",
     "load_preset",
+    "merged_raw",
+    "named_preset_text",
     "named_presets",
     "parse_preset",
+    "toml_table",
 ]
 
 PRESETS_ENTRY_POINT_GROUP = "dsh.presets"
@@ -162,7 +167,7 @@ def parse_preset(text: str, *, source: str = "<string>", base_dir: Path | None =
     ``base_dir`` is the folder relative paths resolve against (default: the current
     directory for ``extends``; ``sessions_dir`` stays as written)."""
     files: list[str] = []
-    raw = _layered(_toml(text, source), source, base_dir, (), files)
+    raw = _layered(toml_table(text, source), source, base_dir, (), files)
     preset = _from_mapping(raw, source, base_dir)
     preset.files = files
     return preset
@@ -185,56 +190,14 @@ def named_presets() -> dict[str, str]:
 def load_named_preset(name: str) -> Preset:
     """The installed preset called ``name``; :class:`PresetError` listing the installed
     ones if there is none."""
-    text, source, base_dir = _named_text(name)
+    text, source, base_dir = named_preset_text(name)
     return parse_preset(text, source=source, base_dir=base_dir)
 
 
-def find_preset(
-    value: str | None = None, *, cwd: Path | None = None, trust: bool = False
-) -> Preset | None:
-    """The preset a command runs (``--preset``, as ``dsh run``, ``dsh acp``, ``dsh a2a``
-    and ``dsh worker`` read it): ``value`` as an existing file, else as a named preset;
-    without ``value``, ``dsh.toml`` in ``cwd`` (default: the current directory), else the
-    installed ``standard`` preset, else ``None``. :class:`PresetError` says what was
-    looked for when ``value`` names nothing.
-
-    A ``dsh.toml`` found in ``cwd`` is used only when it is trusted (``dsh trust``, see
-    :func:`check_trust`) or ``trust`` is true (``--trust``): else
-    :class:`UntrustedPresetError` lists what it would run or reach, before anything of
-    it is loaded. A file named by ``value`` and named presets are trusted as they are."""
-    if value is not None:
-        file = Path(value).expanduser()
-        if file.is_file():
-            return load_preset(file)
-        if not value.endswith(".toml") and "/" not in value and "\\" not in value:
-            names = named_presets()
-            if value in names:
-                return load_named_preset(value)
-            hint = did_you_mean(value, names)
-            raise PresetError(
-                f'no preset file "{value}" and no preset named "{value}"'
-                + (f"; {hint}" if hint else "")
-                + f" (named presets: {', '.join(sorted(names)) or 'none installed'})"
-            )
-        if file.exists():
-            raise PresetError(f"preset {value} is not a file")
-        raise PresetError(f"no preset file {value}")
-    local = (cwd or Path.cwd()) / "dsh.toml"
-    if local.is_file():
-        if not trust:
-            from dsh.core._trust import check_trust
-
-            check_trust(local)
-        return load_preset(local)
-    if "standard" in named_presets():
-        return load_named_preset("standard")
-    return None
-
-
-def _merged_raw(text: str, source: str, base_dir: Path | None) -> dict[str, Any]:
+def merged_raw(text: str, source: str, base_dir: Path | None) -> dict[str, Any]:
     """The raw mapping of a preset's text with its ``extends`` chain merged in (what
     :mod:`dsh.core._trust` summarises), validated as :func:`parse_preset` does."""
-    return _without_origins(_layered(_toml(text, source), source, base_dir, (), []))
+    return _without_origins(_layered(toml_table(text, source), source, base_dir, (), []))
 
 
 def _without_origins(raw: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +213,8 @@ def _without_origins(raw: dict[str, Any]) -> dict[str, Any]:
 # -- extends -----------------------------------------------------------------------------
 
 
-def _toml(text: str, source: str) -> dict[str, Any]:
+def toml_table(text: str, source: str) -> dict[str, Any]:
+    """``text`` parsed as TOML; :class:`PresetError` naming ``source`` if it is not."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -264,7 +228,9 @@ def _read(file: Path) -> str:
         raise PresetError(f"cannot read preset {file}: {exc.strerror or exc}") from None
 
 
-def _named_text(name: str) -> tuple[str, str, Path | None]:
+def named_preset_text(name: str) -> tuple[str, str, Path | None]:
+    """The installed preset ``name``: its TOML text, the source errors name it by, and
+    the folder its relative paths resolve against (None for a resource)."""
     found = [ep for ep in entry_points(group=PRESETS_ENTRY_POINT_GROUP) if ep.name == name]
     if not found:
         names = named_presets()
@@ -327,17 +293,17 @@ def _layered(
         base_source = str(file)
         if str(file.resolve()) in {_resolved(c) for c in chain}:
             raise PresetError(f"{source}: extends cycle: {' -> '.join((*chain, base_source))}")
-        base_raw = _toml(_read(file), base_source)
+        base_raw = toml_table(_read(file), base_source)
         files.append(str(file.resolve()))
         base_base_dir: Path | None = file.resolve().parent
     else:
         try:
-            text, base_source, base_base_dir = _named_text(extends)
+            text, base_source, base_base_dir = named_preset_text(extends)
         except PresetError as exc:
             raise PresetError(f"{source}: extends: {exc}") from None
         if base_source in chain:
             raise PresetError(f"{source}: extends cycle: {' -> '.join((*chain, base_source))}")
-        base_raw = _toml(text, base_source)
+        base_raw = toml_table(text, base_source)
     try:
         base = _layered(base_raw, base_source, base_base_dir, chain, files)
     except PresetError as exc:

@@ -192,6 +192,22 @@ class SandboxPolicy:
             dirs = _intersect(dirs, layer.dirs(cwd))
         return _unique(dirs)
 
+    def bind_dirs(self, cwd: str, extra: Iterable[str] = ()) -> tuple[str, ...]:
+        """The writable directories to mount for a process working in ``cwd``:
+        :meth:`writable_dirs`, plus ``extra`` (absolute) in ``workspace-write`` mode,
+        without those inside another (mounting both is redundant), in order."""
+        dirs = [*self.writable_dirs(cwd)]
+        if self.mode == "workspace-write":
+            dirs += (os.path.realpath(d) for d in extra)
+        unique = _unique(dirs)
+        return tuple(d for d in unique if not any(o != d and _under(d, o) for o in unique))
+
+    @staticmethod
+    def inside(path: str, dirs: Iterable[str]) -> bool:
+        """True when ``path`` is one of ``dirs`` or lies below one (``/`` holds every
+        path); both absolute and already resolved, compared as text."""
+        return any(_under(path, d) for d in dirs)
+
     def pinned(self, cwd: str) -> SandboxPolicy:
         """This policy with the writable set fixed to absolute directories (as evaluated
         in ``cwd``): what travels to a child process, whose working directory may
@@ -210,9 +226,9 @@ class SandboxPolicy:
             return 'the sandbox is read-only (sandbox mode "read-only")'
         real = _real(path)
         writable = self.writable_dirs(cwd)
-        if self.mode == "workspace-write" and not any(_under(real, d) for d in writable):
+        if self.mode == "workspace-write" and not self.inside(real, writable):
             return "it is outside the sandbox's writable directories"
-        if any(_under(real, _real(a)) for a in allow):
+        if self.inside(real, (_real(a) for a in allow)):
             return None
         # .git/.dsh below the directory the write lands in (a workspace that itself lies
         # under a .dsh folder is not protected from itself)
@@ -222,7 +238,7 @@ class SandboxPolicy:
         hit = next((n for n in PROTECTED_NAMES if n in names), None)
         if hit is not None:
             return f"{hit}/ is protected (a tool row can allow a path with allow_write)"
-        if any(_under(real, p) for p in self.protected):
+        if self.inside(real, self.protected):
             return "it is a preset file dsh loaded, which is protected"
         return None
 

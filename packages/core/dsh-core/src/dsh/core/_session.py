@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, overload
 
-from dsh.core._jsonl import SessionError, _JsonlWriter
+from dsh.core._jsonl import JsonlWriter, SessionError
 
 __all__ = [
     "Event",
@@ -207,7 +207,7 @@ class Session:
         header: SessionHeader,
         seed: Sequence[Event] = (),
         *,
-        writer: _JsonlWriter | None = None,
+        writer: JsonlWriter | None = None,
     ) -> None:
         self.header = header
         self._events: list[Event] | SeededLog = SeededLog(seed) if seed else []
@@ -340,7 +340,7 @@ class SessionStore:
         path = self.path_for(header.id)
         if path.exists():
             raise SessionError(f"session {header.id!r} already exists at {path}")
-        writer = _JsonlWriter(path, new=True)
+        writer = JsonlWriter(path, new=True)
         try:
             by_reference = (
                 bool(seed) and header.seed_from is not None and self.exists(header.seed_from)
@@ -369,7 +369,7 @@ class SessionStore:
         if loaded.torn_tail is not None:
             with open(path, "r+b") as handle:
                 handle.truncate(loaded.torn_tail.offset)
-        return Session(loaded.header, loaded.events, writer=_JsonlWriter(path)), loaded.torn_tail
+        return Session(loaded.header, loaded.events, writer=JsonlWriter(path)), loaded.torn_tail
 
     def _load(self, session_id: str, depth: int) -> LoadedSession:
         if depth > 64:

@@ -6,7 +6,6 @@ allocated callback list) because every tool call and every child run gets one.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -79,12 +78,6 @@ class AbortSignal:
         self._callbacks.append(callback)
         return _Unlink(self, callback)
 
-    def _remove(self, callback: Callable[[str], None]) -> None:
-        callbacks = self._callbacks
-        if callbacks is not None:
-            with contextlib.suppress(ValueError):
-                callbacks.remove(callback)
-
     def raise_if_aborted(self) -> None:
         """Raise :class:`Aborted` if the signal has fired."""
         if self._reason is not None:
@@ -123,7 +116,12 @@ class _Unlink:
         self._callback = callback
 
     def __call__(self) -> None:
-        self._signal._remove(self._callback)
+        callbacks = self._signal._callbacks
+        if callbacks is not None:
+            try:  # noqa: SIM105 (contextlib.suppress costs three calls; this runs per tool call)
+                callbacks.remove(self._callback)
+            except ValueError:
+                pass
 
 
 def _call(callback: Callable[[str], None], reason: str) -> None:

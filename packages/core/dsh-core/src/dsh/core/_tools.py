@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,17 +20,18 @@ from dsh.core._content import Content, as_blocks
 from dsh.core._effects import Disposer
 from dsh.core._errors import DshError
 from dsh.core._llm import ToolSpec
-from dsh.core._permissions import PermissionPolicy, default_title, visible_line
-from dsh.core._signals import AbortSignal
+from dsh.core._permission_config import (
+    PermissionDecision,
+    PermissionPolicy,
+    default_title,
+    visible_line,
+)
 from dsh.core._validation import validation_problems
-
-if TYPE_CHECKING:
-    from dsh.core._agent import Agent
 
 __all__ = [
     "AgentTools",
+    "CallContext",
     "Tool",
-    "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
@@ -64,16 +65,22 @@ class ToolResult:
         return as_blocks(self.content)
 
 
-@dataclass(slots=True)
-class ToolContext:
-    """What a running tool call can see: its agent, call id and abort signal."""
+class CallContext(Protocol):
+    """What :meth:`Tool.invoke` needs of a call's :class:`~dsh.core.ToolContext` (which
+    is defined with the agent it names, above this module)."""
 
-    agent: Agent
-    call_id: str
-    signal: AbortSignal
+    @property
+    def call_id(self) -> str:
+        """The model's id of the call."""
+
+    async def check_permission(self, tool: Tool, arguments: Any) -> PermissionDecision:
+        """Whether the agent may run the governed ``tool`` with ``arguments`` (parsed)."""
 
 
-ToolRun = Callable[[Any, ToolContext], Awaitable[ToolResult | Content]]
+ToolRun = Callable[[Any, Any], Awaitable[ToolResult | Content]]
+"""``run(arguments, tctx)``: the parsed arguments and the call's
+:class:`~dsh.core.ToolContext` (``Any`` here: tools sit below the agent, which
+makes the contexts)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -115,7 +122,7 @@ class Tool:
         name: str,
         description: str,
         parameters: type[P],
-        run: Callable[[P, ToolContext], Awaitable[ToolResult | Content]],
+        run: Callable[[P, Any], Awaitable[ToolResult | Content]],
         *,
         concurrency_safe: bool = True,
         permission: PermissionPolicy | None = None,
@@ -147,7 +154,7 @@ class Tool:
                 pass
         return visible_line(default_title(self.name, arguments))
 
-    async def invoke(self, arguments: Mapping[str, Any], tctx: ToolContext) -> ToolResult:
+    async def invoke(self, arguments: Mapping[str, Any], tctx: CallContext) -> ToolResult:
         """Validate ``arguments`` and run; invalid input becomes an error result."""
         try:
             parsed = self.parse(arguments)
@@ -156,8 +163,7 @@ class Tool:
         except (TypeError, ValueError) as exc:
             return ToolResult(f"invalid arguments for tool {self.name}: {exc}", is_error=True)
         if self.permission is not None:
-            agent = tctx.agent
-            decision = await agent.ctx.permissions.check(self, parsed, agent, tctx.call_id)
+            decision = await tctx.check_permission(self, parsed)
             if not decision.allowed:
                 return ToolResult(decision.reason, is_error=True, data={"permission": "denied"})
         outcome = await self.run(parsed, tctx)
@@ -172,13 +178,13 @@ def _validation_text(name: str, exc: ValidationError) -> str:
 
 def tool(
     name: str, description: str, *, concurrency_safe: bool = True
-) -> Callable[[Callable[[P, ToolContext], Awaitable[ToolResult | Content]]], Tool]:
+) -> Callable[[Callable[[P, Any], Awaitable[ToolResult | Content]]], Tool]:
     """Decorator: make a :class:`Tool` from ``async def f(args: Model, tctx)``.
 
     The parameter model is taken from the first parameter's annotation.
     """
 
-    def wrap(fn: Callable[[P, ToolContext], Awaitable[ToolResult | Content]]) -> Tool:
+    def wrap(fn: Callable[[P, Any], Awaitable[ToolResult | Content]]) -> Tool:
         hints = inspect.get_annotations(fn, eval_str=True)
         params = list(inspect.signature(fn).parameters)
         model = hints.get(params[0]) if params else None
@@ -186,7 +192,7 @@ def tool(
             raise ToolError(
                 f"tool {name!r}: first parameter must be annotated with a pydantic model"
             )
-        run = cast("Callable[[BaseModel, ToolContext], Awaitable[ToolResult | Content]]", fn)
+        run = cast("Callable[[BaseModel, Any], Awaitable[ToolResult | Content]]", fn)
         return Tool.from_model(name, description, model, run, concurrency_safe=concurrency_safe)
 
     return wrap
@@ -321,7 +327,7 @@ class AgentTools:
     Scoped tools (e.g. a child's ``structured_output``) belong to this agent alone.
     """
 
-    __slots__ = ("_scoped", "_specs", "_specs_key", "refusal", "view")
+    __slots__ = ("_governed", "_scoped", "_specs", "_specs_key", "refusal", "view")
 
     def __init__(self, view: ToolView) -> None:
         self.view = view
@@ -329,6 +335,7 @@ class AgentTools:
         """When set, every tool call is refused with this reason and no tool is shown."""
         self._scoped: dict[str, Tool] | None = None
         self._specs: tuple[ToolSpec, ...] = ()
+        self._governed: tuple[Tool, ...] = ()
         self._specs_key: tuple[int, int] = (-1, -1)
 
     def add(self, tool: Tool) -> Disposer:
@@ -369,7 +376,18 @@ class AgentTools:
             return ()
         key = (self.view.registry.version, len(self._scoped or ()))
         if key != self._specs_key:
-            scoped = tuple(t.spec for t in (self._scoped or {}).values())
-            self._specs = scoped + self.view.specs()
-            self._specs_key = key
+            self._refresh(key)
         return self._specs
+
+    def governed(self) -> tuple[Tool, ...]:
+        """The tools behind :meth:`specs` that have a permission policy (cached with
+        the specs): what :meth:`Permissions.offered` weighs. Empty for most agents, so
+        offering ungoverned tools costs no policy look-up."""
+        return self._governed if self.specs() else ()  # specs() brings the caches up to date
+
+    def _refresh(self, key: tuple[int, int]) -> None:
+        scoped = tuple(t.spec for t in (self._scoped or {}).values())
+        self._specs = scoped + self.view.specs()
+        found = (self.get(spec.name) for spec in self._specs)
+        self._governed = tuple(t for t in found if t is not None and t.permission is not None)
+        self._specs_key = key

@@ -27,36 +27,23 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Protocol
 
 from dsh.core._effects import Disposer
+from dsh.core._llm import ModelDone, ModelRequest, ToolCall
+from dsh.core._tools import ToolResult
+from dsh.core._turn import TracedCall, TurnOutcome
 
 if TYPE_CHECKING:
     from dsh.core._agent import Agent
-    from dsh.core._context import Context
-    from dsh.core._llm import ModelDone, ModelRequest, ToolCall
-    from dsh.core._presets import PluginRow
-    from dsh.core._tools import ToolResult
-    from dsh.core._turn import TurnOutcome
 
 __all__ = [
     "NO_TRACING",
+    "TRACING_PLUGIN",
     "TRACING_SWITCH_ENV",
     "TracedCall",
     "Tracing",
+    "TracingHost",
     "install_tracing",
     "tracing_switched_on",
-    "with_tracing_row",
 ]
-
-
-class TracedCall(Protocol):
-    """One turn, model call or tool call the agent loop reported to :class:`Tracing`."""
-
-    def end(
-        self, outcome: TurnOutcome | ModelDone | ToolResult | None, error: BaseException | None
-    ) -> None:
-        """It is over: ``outcome`` is the turn's :class:`~dsh.core.TurnOutcome`, the
-        model's final event (None if the stream ended without one) or the tool's
-        result; ``error`` what it raised, if it raised (a cancellation, a model error,
-        a tool's exception). Called once, in the task that started it."""
 
 
 class _NoCall:
@@ -116,7 +103,13 @@ NO_TRACING = Tracing()
 """The default ``ctx.tracing``: traces nothing."""
 
 
-def install_tracing(ctx: Context, tracing: Tracing) -> Disposer:
+class TracingHost(Protocol):
+    """What :func:`install_tracing` needs of a context: its ``tracing`` seam."""
+
+    tracing: Tracing
+
+
+def install_tracing(ctx: TracingHost, tracing: Tracing) -> Disposer:
     """Make ``tracing`` the context's ``ctx.tracing``; the disposer puts the default
     back. A second tracer while one is installed raises ``ValueError``."""
     if ctx.tracing is not NO_TRACING:
@@ -139,7 +132,8 @@ preset loads the ``dsh-otel`` plugin (when the preset has no enabled row of it),
 configures the OpenTelemetry SDK from the standard ``OTEL_*`` variables. Process
 providers pass it, and the ``OTEL_*`` variables, to their children while tracing is on."""
 
-_TRACING_PLUGIN = "dsh-otel"
+TRACING_PLUGIN = "dsh-otel"
+"""The plugin :data:`TRACING_SWITCH_ENV` loads."""
 
 
 def tracing_switched_on(environ: Mapping[str, str] | None = None) -> bool:
@@ -149,23 +143,3 @@ def tracing_switched_on(environ: Mapping[str, str] | None = None) -> bool:
 
     source = os.environ if environ is None else environ
     return source.get(TRACING_SWITCH_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def with_tracing_row(
-    rows: list[tuple[int, PluginRow]], next_index: int
-) -> list[tuple[int, PluginRow]]:
-    """``rows`` with a ``dsh-otel`` row at the end when tracing is switched on and no
-    enabled row loads it. :class:`~dsh.core.PresetError` when dsh-otel is not installed."""
-    if not tracing_switched_on() or any(row.name == _TRACING_PLUGIN for _, row in rows):
-        return rows
-    from importlib.metadata import entry_points
-
-    from dsh.core._plugins import ENTRY_POINT_GROUP
-    from dsh.core._presets import PluginRow, PresetError
-
-    if not entry_points(group=ENTRY_POINT_GROUP, name=_TRACING_PLUGIN):
-        raise PresetError(
-            f"{TRACING_SWITCH_ENV}=1 (or --otel) turns tracing on, which needs the dsh-otel"
-            " package: pip install 'dsh-otel[sdk]' (or unset the variable)"
-        )
-    return [*rows, (next_index, PluginRow(id="otel-switch", name=_TRACING_PLUGIN))]

@@ -33,12 +33,24 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from dsh.core._presets import MAX_EXTENDS_DEPTH, PresetError, _merged_raw, _named_text, _toml
+from dsh.core._presets import (
+    MAX_EXTENDS_DEPTH,
+    Preset,
+    PresetError,
+    load_named_preset,
+    load_preset,
+    merged_raw,
+    named_preset_text,
+    named_presets,
+    toml_table,
+)
+from dsh.core._suggest import did_you_mean
 
 __all__ = [
     "TrustedPreset",
     "UntrustedPresetError",
     "check_trust",
+    "find_preset",
     "preset_reach",
     "revoke_trust",
     "trust_preset",
@@ -136,7 +148,7 @@ def _layers(path: Path) -> _Layers:
             raise PresetError(f"{current}: not UTF-8 text: {exc}") from None
         hasher.update(f"{resolved}\n".encode() + hashlib.sha256(data).digest())
         texts.append((resolved, text))
-        extends = _toml(text, str(current)).get("extends")
+        extends = toml_table(text, str(current)).get("extends")
         if not isinstance(extends, str) or not extends.strip():
             break
         if extends.endswith(".toml") or "/" in extends or "\\" in extends:
@@ -168,11 +180,11 @@ def preset_reach(path: str | Path) -> list[str]:
 
 def _reach(path: Path, layers: _Layers) -> list[str]:
     text = layers.texts[0][1]
-    merged = _merged_raw(text, str(path), path.resolve().parent)
+    merged = merged_raw(text, str(path), path.resolve().parent)
     base: dict[str, Any] = {}
     if layers.named_base is not None:
-        base_text, source, base_dir = _named_text(layers.named_base)
-        base = _merged_raw(base_text, source, base_dir)
+        base_text, source, base_dir = named_preset_text(layers.named_base)
+        base = merged_raw(base_text, source, base_dir)
     out: list[str] = []
     _agent_reach(merged.get("agent"), base.get("agent"), out)
     base_rows = {row.get("id"): row for row in base.get("plugin", []) if isinstance(row, dict)}
@@ -191,7 +203,7 @@ def _reach(path: Path, layers: _Layers) -> list[str]:
     if not isinstance(sandbox, dict):  # read per file: whatever model [sandbox] gets
         sandbox = {}
         for _, layer_text in reversed(layers.texts):
-            table = _toml(layer_text, str(path)).get("sandbox")
+            table = toml_table(layer_text, str(path)).get("sandbox")
             if isinstance(table, dict):
                 sandbox.update(table)
     _sandbox_reach(sandbox, out)
@@ -315,6 +327,49 @@ def _show(text: str) -> str:
         more = len(shown) - _SHOWN_CHARACTERS
         shown = f"{shown[:_SHOWN_CHARACTERS]}... ({more} more characters)"
     return shown
+
+
+# -- finding a preset ------------------------------------------------------------------
+
+
+def find_preset(
+    value: str | None = None, *, cwd: Path | None = None, trust: bool = False
+) -> Preset | None:
+    """The preset a command runs (``--preset``, as ``dsh run``, ``dsh acp``, ``dsh a2a``
+    and ``dsh worker`` read it): ``value`` as an existing file, else as a named preset;
+    without ``value``, ``dsh.toml`` in ``cwd`` (default: the current directory), else the
+    installed ``standard`` preset, else ``None``. :class:`PresetError` says what was
+    looked for when ``value`` names nothing.
+
+    A ``dsh.toml`` found in ``cwd`` is used only when it is trusted (``dsh trust``, see
+    :func:`check_trust`) or ``trust`` is true (``--trust``): else
+    :class:`UntrustedPresetError` lists what it would run or reach, before anything of
+    it is loaded. A file named by ``value`` and named presets are trusted as they are."""
+    if value is not None:
+        file = Path(value).expanduser()
+        if file.is_file():
+            return load_preset(file)
+        if not value.endswith(".toml") and "/" not in value and "\\" not in value:
+            names = named_presets()
+            if value in names:
+                return load_named_preset(value)
+            hint = did_you_mean(value, names)
+            raise PresetError(
+                f'no preset file "{value}" and no preset named "{value}"'
+                + (f"; {hint}" if hint else "")
+                + f" (named presets: {', '.join(sorted(names)) or 'none installed'})"
+            )
+        if file.exists():
+            raise PresetError(f"preset {value} is not a file")
+        raise PresetError(f"no preset file {value}")
+    local = (cwd or Path.cwd()) / "dsh.toml"
+    if local.is_file():
+        if not trust:
+            check_trust(local)
+        return load_preset(local)
+    if "standard" in named_presets():
+        return load_named_preset("standard")
+    return None
 
 
 # -- the store ------------------------------------------------------------------------

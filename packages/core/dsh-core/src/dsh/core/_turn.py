@@ -1,4 +1,5 @@
-"""The agent loop: one turn of an :class:`~dsh.core._agent.Agent`.
+"""The agent loop: one turn of an agent, in :class:`TurnLoop` (the base class of
+:class:`~dsh.core.Agent`).
 
 A turn starts from a user message and is a loop of *steps*: build a request
 from the session, call the model, append the assistant message, run its tool
@@ -11,33 +12,59 @@ A session write the disk refuses (full, over quota) ends the turn ``error`` with
 :class:`~dsh.core.SessionError`'s message; the events stay in the log and are
 saved by the next write that succeeds.
 
-These functions are the agent's own machinery (they work on its internals);
-use :meth:`Agent.followup` / :meth:`Agent.run` to start turns.
+The loop knows the agent's context only through :class:`TurnHost` (the tracing
+switch and the permission filter): what needs the agent or the context by their
+own types (tool contexts, tracing hooks) the agent supplies. Nothing it skips costs
+more than an attribute check: tracing hooks run only when a tracer is installed,
+the permission filter weighs only governed tools, deltas are built only for an
+observer that asked for them. Use :meth:`Agent.followup` / :meth:`Agent.run` to
+start turns.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import anyio
 
 from dsh.core._content import text_of
-from dsh.core._llm import ModelDone, ModelError, ModelRequest, TextDelta, ToolCall
+from dsh.core._llm import (
+    BoundModel,
+    ModelDone,
+    ModelError,
+    ModelRequest,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+)
+from dsh.core._prompt import PromptSections
 from dsh.core._redact import redact_urls
-from dsh.core._session import Event, SessionError
+from dsh.core._session import Event, Session, SessionError
 from dsh.core._signals import AbortSignal
-from dsh.core._tools import ToolContext, ToolResult, TurnBlocked
+from dsh.core._tools import AgentTools, CallContext, ToolResult, TurnBlocked
 
-if TYPE_CHECKING:
-    from dsh.core._agent import Agent
-
-__all__ = ["StopReason", "TurnOutcome", "last_output", "run_turn"]
+__all__ = [
+    "AgentObserver",
+    "StopReason",
+    "TracedCall",
+    "TurnHost",
+    "TurnLoop",
+    "TurnOutcome",
+    "last_output",
+]
 
 _log = logging.getLogger("dsh.core._agent")
 
 StopReason = Literal["completed", "max-tokens", "refusal", "aborted", "blocked", "error"]
+
+AgentObserver = Callable[[Event], None]
+"""Called for every event appended to the agent's session, and for transient
+``assistant/delta`` events (``seq == -1``) carrying streamed text."""
+
+Pending = list[tuple[list[dict[str, Any]], dict[str, Any]]]
+"""Messages steered into a running turn: (content blocks, extra fields)."""
 
 
 class TurnOutcome:
@@ -68,234 +95,358 @@ def last_output(events: Sequence[Event], start: int = 0) -> str:
     return ""
 
 
+class TracedCall(Protocol):
+    """One turn, model call or tool call the agent loop reported to
+    :class:`~dsh.core.Tracing`."""
+
+    def end(
+        self, outcome: TurnOutcome | ModelDone | ToolResult | None, error: BaseException | None
+    ) -> None:
+        """It is over: ``outcome`` is the turn's :class:`~dsh.core.TurnOutcome`, the
+        model's final event (None if the stream ended without one) or the tool's
+        result; ``error`` what it raised, if it raised (a cancellation, a model error,
+        a tool's exception). Called once, in the task that started it."""
+
+
+class _Switch(Protocol):
+    @property
+    def enabled(self) -> bool: ...
+
+
+class _Offer(Protocol):
+    def offered(self, tools: AgentTools) -> tuple[ToolSpec, ...]: ...
+
+
+class TurnHost(Protocol):
+    """What the loop needs of the agent's context (a :class:`~dsh.core.Context`)."""
+
+    @property
+    def tracing(self) -> _Switch:
+        """The tracing seam: the loop calls the agent's tracing hooks only when enabled."""
+
+    @property
+    def permissions(self) -> _Offer:
+        """Which of the agent's tools the model is shown."""
+
+
 class _StepLimit(Exception):
     pass
 
 
-async def run_turn(
-    agent: Agent, content: list[dict[str, Any]], extra: dict[str, Any] | None = None
-) -> None:
-    agent.turns += 1
-    turn = agent.turns
-    message: dict[str, Any] = {"content": content}
-    if extra:
-        message.update(extra)
-    unsaved = _append(agent, "user/message", message, None)
-    unsaved = _append(agent, "turn/start", {"turn": turn}, unsaved)
-    tracing = agent.ctx.tracing  # the tracing seam: hooks only when a tracer is installed
-    traced = tracing.turn(agent, turn) if tracing.enabled else None
-    agent._blocked = None
-    signal = AbortSignal()
-    agent._turn_signal = signal
-    stop: StopReason = "completed"
-    error: str | None = None
-    try:
-        with anyio.CancelScope() as scope:
-            agent._scope = scope
-            if agent._cancel_cause is not None:
-                # cancel() arrived after followup() but before this turn began.
-                signal.abort(agent._cancel_cause)
-                scope.cancel()
-            try:
-                if unsaved is not None:
-                    raise unsaved  # the disk refuses the session's writes: no model call
-                stop = await _steps(agent, signal)
-            except SessionError as exc:
-                stop, error = "error", str(exc)
-            except ModelError as exc:
-                stop, error = "error", f"model call failed: {exc}"
-            except TurnBlocked as exc:
-                stop, error = "blocked", str(exc) or "blocked"
-            except _StepLimit as exc:
-                stop, error = "error", str(exc)
-            except Exception as exc:
-                _log.exception("turn %d of agent %s failed", turn, agent.id)
-                reason = redact_urls(str(exc))  # ModelError and other DshErrors redact themselves
-                stop, error = "error", f"internal error: {type(exc).__name__}: {reason}"
-    except BaseException as exc:
-        # Cancelled from outside the turn (the task running it, or the context
-        # closing): record the turn as aborted and let the cancellation go on.
-        agent._scope = None
-        cause = agent._cancel_cause or "cancelled from outside the turn"
-        signal.abort(cause)
-        _end_turn(agent, turn, "aborted", cause)
-        if traced is not None:
-            traced.end(TurnOutcome(turn, "aborted", cause), exc)
-        raise
-    agent._scope = None
-    if (
-        scope.cancelled_caught
-        or stop == "aborted"
-        or (agent._cancel_cause is not None and stop == "completed")
-    ):
-        stop, error = "aborted", agent._cancel_cause or "cancelled"
-    signal.abort("turn ended")
-    _end_turn(agent, turn, stop, error)
-    if traced is not None:
-        traced.end(TurnOutcome(turn, stop, error), None)
+class TurnLoop:
+    """An agent's session, observers, steered messages and the turn that runs on them.
 
+    The base class of :class:`~dsh.core.Agent`, which sets every attribute and
+    supplies the hooks (:meth:`_tool_context` and the ``_trace_*`` hooks)."""
 
-def _end_turn(agent: Agent, turn: int, stop: StopReason, error: str | None) -> None:
-    data: dict[str, Any] = {"turn": turn, "stop_reason": stop}
-    if error is not None:
-        data["error"] = error
-    agent._turn_signal = None
-    agent._cancel_cause = None
-    _append(agent, "turn/end", data, None)
+    __slots__ = (
+        "_blocked",
+        "_cancel_cause",
+        "_delta_observers",
+        "_host",
+        "_observers",
+        "_scope",
+        "_steer",
+        "_turn_signal",
+        "max_steps",
+        "model",
+        "prompt",
+        "session",
+        "tools",
+        "turns",
+    )
 
+    session: Session
+    model: BoundModel
+    prompt: PromptSections
+    tools: AgentTools
+    max_steps: int
+    turns: int
+    _host: TurnHost
+    _observers: tuple[AgentObserver, ...]
+    _delta_observers: tuple[AgentObserver, ...]
+    _steer: Pending | None
+    _blocked: str | None
+    _cancel_cause: str | None
+    _scope: anyio.CancelScope | None
+    _turn_signal: AbortSignal | None
 
-def _append(
-    agent: Agent, type: str, data: dict[str, Any], failed: SessionError | None
-) -> SessionError | None:
-    """Append an event the turn cannot do without; a write the disk refused is
-    returned (the first one, ``failed``, if given), not raised: the event is in the
-    log all the same, and the turn ends ``error`` with the refusal's message."""
-    try:
-        agent._append(type, data)
-    except SessionError as exc:
-        return failed or exc
-    return failed
+    @property
+    def id(self) -> str:
+        """The agent id (its session id)."""
+        return self.session.header.id
 
+    # -- hooks the agent supplies -------------------------------------------------
 
-async def _steps(agent: Agent, signal: AbortSignal) -> StopReason:
-    session = agent.session
-    model = agent.model
-    step = 0
-    while True:
-        if signal.aborted:
-            # Cancelled without reaching an await point (e.g. before the turn began).
-            return "aborted"
-        if agent._steer:
-            agent._flush_steer()
-        step += 1
-        if step > agent.max_steps:
-            raise _StepLimit(f"step limit reached ({agent.max_steps} model calls in one turn)")
-        request = ModelRequest(
-            model.model,
-            agent.prompt.render(),
-            session.events,
-            agent.ctx.permissions.offered(agent.tools),
-            model.options,
-        )
-        parts: list[str] = []
-        calls: list[ToolCall] = []
-        done: ModelDone | None = None
-        stream = model.adapter.stream(request, signal)
-        tracing = agent.ctx.tracing  # the tracing seam: hooks only when a tracer is installed
-        traced = tracing.model_call(agent, request) if tracing.enabled else None
+    def _tool_context(self, call_id: str, signal: AbortSignal) -> CallContext:
+        """What a tool call of this agent sees (a :class:`~dsh.core.ToolContext`)."""
+        raise NotImplementedError
+
+    def _trace_turn(self, turn: int) -> TracedCall:
+        """The tracer's record of turn ``turn`` (called only when tracing is enabled)."""
+        raise NotImplementedError
+
+    def _trace_model_call(self, request: ModelRequest) -> TracedCall:
+        """The tracer's record of a model call (only when tracing is enabled)."""
+        raise NotImplementedError
+
+    def _trace_tool_call(self, call: ToolCall) -> TracedCall:
+        """The tracer's record of a tool call (only when tracing is enabled)."""
+        raise NotImplementedError
+
+    # -- the log --------------------------------------------------------------------
+
+    def _append(self, type: str, data: Mapping[str, Any]) -> Event:
         try:
-            async for item in stream:
-                if type(item) is TextDelta:
-                    parts.append(item.text)
-                    if agent._delta_observers:
-                        delta = Event(-1, "assistant/delta", {"text": item.text}, 0.0)
-                        agent._notify(agent._delta_observers, delta)
-                elif type(item) is ToolCall:
-                    calls.append(item)
-                elif type(item) is ModelDone:
-                    done = item
+            event = self.session.append(type, data)
+        except SessionError:
+            # not saved (the disk refused it) but in the log: observers see it all the same
+            if self._observers:
+                self._notify(self._observers, self.session.events[-1])
+            raise
+        if self._observers:
+            self._notify(self._observers, event)
+        return event
+
+    def _notify(self, observers: tuple[AgentObserver, ...], event: Event) -> None:
+        for observer in observers:
+            try:
+                observer(event)
+            except Exception:
+                _log.exception("observer %r of agent %s failed", observer, self.id)
+
+    def _pending_steer(self) -> Pending:
+        if self._steer is None:
+            self._steer = []
+        return self._steer
+
+    def _flush_steer(self) -> None:
+        pending, self._steer = self._steer, None
+        for blocks, extra in pending or ():
+            self._append("user/message", {"content": blocks, **extra})
+
+    # -- a turn ---------------------------------------------------------------------
+
+    async def _run_turn(self, content: list[dict[str, Any]], extra: dict[str, Any] | None) -> None:
+        self.turns += 1
+        turn = self.turns
+        message: dict[str, Any] = {"content": content}
+        if extra:
+            message.update(extra)
+        unsaved: SessionError | None = None  # the disk refused a write: the turn ends "error"
+        try:
+            self._append("user/message", message)
+        except SessionError as exc:  # in the log all the same; the next write saves it
+            unsaved = exc
+        try:
+            self._append("turn/start", {"turn": turn})
+        except SessionError as exc:
+            unsaved = unsaved or exc
+        traced = self._trace_turn(turn) if self._host.tracing.enabled else None
+        self._blocked = None
+        signal = AbortSignal()
+        self._turn_signal = signal
+        stop: StopReason = "completed"
+        error: str | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self._cancel_cause is not None:
+                    # cancel() arrived after followup() but before this turn began.
+                    signal.abort(self._cancel_cause)
+                    scope.cancel()
+                try:
+                    if unsaved is not None:
+                        raise unsaved  # the disk refuses the session's writes: no model call
+                    stop = await self._steps(signal)
+                except SessionError as exc:
+                    stop, error = "error", str(exc)
+                except ModelError as exc:
+                    stop, error = "error", f"model call failed: {exc}"
+                except TurnBlocked as exc:
+                    stop, error = "blocked", str(exc) or "blocked"
+                except _StepLimit as exc:
+                    stop, error = "error", str(exc)
+                except Exception as exc:
+                    _log.exception("turn %d of agent %s failed", turn, self.id)
+                    reason = redact_urls(str(exc))  # DshErrors redact themselves
+                    stop, error = "error", f"internal error: {type(exc).__name__}: {reason}"
+        except BaseException as exc:
+            # Cancelled from outside the turn (the task running it, or the context
+            # closing): record the turn as aborted and let the cancellation go on.
+            self._scope = None
+            cause = self._cancel_cause or "cancelled from outside the turn"
+            signal.abort(cause)
+            self._end_turn(turn, "aborted", cause)
+            if traced is not None:
+                traced.end(TurnOutcome(turn, "aborted", cause), exc)
+            raise
+        self._scope = None
+        if (
+            scope.cancelled_caught
+            or stop == "aborted"
+            or (self._cancel_cause is not None and stop == "completed")
+        ):
+            stop, error = "aborted", self._cancel_cause or "cancelled"
+        signal.abort("turn ended")
+        self._end_turn(turn, stop, error)
+        if traced is not None:
+            traced.end(TurnOutcome(turn, stop, error), None)
+
+    def _end_turn(self, turn: int, stop: StopReason, error: str | None) -> None:
+        data: dict[str, Any] = {"turn": turn, "stop_reason": stop}
+        if error is not None:
+            data["error"] = error
+        self._turn_signal = None
+        self._cancel_cause = None
+        try:  # noqa: SIM105 (contextlib.suppress costs three calls a turn)
+            self._append("turn/end", data)
+        except SessionError:
+            pass  # in the log all the same; the next write saves it
+
+    async def _steps(self, signal: AbortSignal) -> StopReason:
+        session = self.session
+        model = self.model
+        host = self._host
+        step = 0
+        while True:
+            if signal.aborted:
+                # Cancelled without reaching an await point (e.g. before the turn began).
+                return "aborted"
+            if self._steer:
+                self._flush_steer()
+            step += 1
+            if step > self.max_steps:
+                raise _StepLimit(f"step limit reached ({self.max_steps} model calls in one turn)")
+            request = ModelRequest(
+                model.model,
+                self.prompt.render(),
+                session.events,
+                host.permissions.offered(self.tools),
+                model.options,
+            )
+            parts: list[str] = []
+            calls: list[ToolCall] = []
+            done: ModelDone | None = None
+            stream = model.adapter.stream(request, signal)
+            traced = self._trace_model_call(request) if host.tracing.enabled else None
+            try:
+                async for item in stream:
+                    if type(item) is TextDelta:
+                        parts.append(item.text)
+                        if self._delta_observers:
+                            delta = Event(-1, "assistant/delta", {"text": item.text}, 0.0)
+                            self._notify(self._delta_observers, delta)
+                    elif type(item) is ToolCall:
+                        calls.append(item)
+                    elif type(item) is ModelDone:
+                        done = item
+            except BaseException as exc:
+                if traced is not None:
+                    traced.end(None, exc)
+                    traced = None
+                raise
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            if traced is not None:
+                traced.end(done, None)
+            if done is None:
+                raise ModelError("the model stream ended without a final event")
+            text = "".join(parts)
+            message: dict[str, Any] = {
+                "content": [{"type": "text", "text": text}] if text else [],
+                "stop_reason": done.stop_reason,
+            }
+            if done.usage is not None:
+                message["usage"] = done.usage.to_json()
+            self._append("assistant/message", message)
+            if done.stop_reason == "max-tokens":
+                return "max-tokens"
+            if done.stop_reason == "refusal":
+                return "refusal"
+            if not calls:
+                return "completed"
+            for call in calls:
+                self._append(
+                    "tool/call", {"id": call.id, "name": call.name, "arguments": call.arguments}
+                )
+            results = await self._run_tools(calls, signal)
+            for call, result in zip(calls, results, strict=True):
+                data: dict[str, Any] = {
+                    "call_id": call.id,
+                    "name": call.name,
+                    "content": result.blocks(),
+                    "is_error": result.is_error,
+                }
+                if result.data is not None:
+                    data["data"] = result.data
+                self._append("tool/result", data)
+            if self._blocked is not None:
+                raise TurnBlocked(self._blocked)
+
+    async def _run_tools(self, calls: list[ToolCall], signal: AbortSignal) -> list[ToolResult]:
+        if len(calls) == 1:  # the common case: no grouping, no list of slots
+            return [await self._run_tool(calls[0], signal)]
+        results: list[ToolResult | None] = [None] * len(calls)
+        tools = self.tools
+        index = 0
+        while index < len(calls):
+            tool = tools.get(calls[index].name)
+            end = index + 1
+            if tool is not None and tool.concurrency_safe:
+                while end < len(calls):
+                    nxt = tools.get(calls[end].name)
+                    if nxt is None or not nxt.concurrency_safe:
+                        break
+                    end += 1
+            if end - index == 1:
+                results[index] = await self._run_tool(calls[index], signal)
+            else:
+                async with anyio.create_task_group() as tg:
+                    for position in range(index, end):
+                        tg.start_soon(
+                            self._run_tool_into, calls[position], signal, results, position
+                        )
+            index = end
+        return [
+            r if r is not None else ToolResult("tool produced no result", True) for r in results
+        ]
+
+    async def _run_tool_into(
+        self, call: ToolCall, signal: AbortSignal, into: list[ToolResult | None], position: int
+    ) -> None:
+        into[position] = await self._run_tool(call, signal)
+
+    async def _run_tool(self, call: ToolCall, signal: AbortSignal) -> ToolResult:
+        tools = self.tools
+        if tools.refusal is not None:
+            return ToolResult(tools.refusal, is_error=True)
+        tool = tools.get(call.name)
+        if tool is None:
+            available = ", ".join(tools.names()) or "none"
+            return ToolResult(
+                f'unknown tool "{call.name}" (available tools: {available})', is_error=True
+            )
+        traced = self._trace_tool_call(call) if self._host.tracing.enabled else None
+        failure: Exception | None = None
+        tool_signal, unlink = signal.linked()
+        try:
+            result = await tool.invoke(call.arguments, self._tool_context(call.id, tool_signal))
+        except TurnBlocked as exc:
+            self._blocked = str(exc) or f"tool {call.name} blocked the turn"
+            result, failure = ToolResult(f"blocked: {self._blocked}", is_error=True), exc
+        except Exception as exc:
+            _log.debug("tool %s failed", call.name, exc_info=True)
+            result = ToolResult(f"tool {call.name} failed: {type(exc).__name__}: {exc}", True)
+            failure = exc
         except BaseException as exc:
             if traced is not None:
                 traced.end(None, exc)
-                traced = None
             raise
         finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            unlink()
         if traced is not None:
-            traced.end(done, None)
-        if done is None:
-            raise ModelError("the model stream ended without a final event")
-        text = "".join(parts)
-        message: dict[str, Any] = {
-            "content": [{"type": "text", "text": text}] if text else [],
-            "stop_reason": done.stop_reason,
-        }
-        if done.usage is not None:
-            message["usage"] = done.usage.to_json()
-        agent._append("assistant/message", message)
-        if done.stop_reason == "max-tokens":
-            return "max-tokens"
-        if done.stop_reason == "refusal":
-            return "refusal"
-        if not calls:
-            return "completed"
-        for call in calls:
-            agent._append(
-                "tool/call", {"id": call.id, "name": call.name, "arguments": call.arguments}
-            )
-        results = await _run_tools(agent, calls, signal)
-        for call, result in zip(calls, results, strict=True):
-            data: dict[str, Any] = {
-                "call_id": call.id,
-                "name": call.name,
-                "content": result.blocks(),
-                "is_error": result.is_error,
-            }
-            if result.data is not None:
-                data["data"] = result.data
-            agent._append("tool/result", data)
-        if agent._blocked is not None:
-            raise TurnBlocked(agent._blocked)
-
-
-async def _run_tools(agent: Agent, calls: list[ToolCall], signal: AbortSignal) -> list[ToolResult]:
-    results: list[ToolResult | None] = [None] * len(calls)
-    index = 0
-    while index < len(calls):
-        tool = agent.tools.get(calls[index].name)
-        end = index + 1
-        if tool is not None and tool.concurrency_safe:
-            while end < len(calls):
-                nxt = agent.tools.get(calls[end].name)
-                if nxt is None or not nxt.concurrency_safe:
-                    break
-                end += 1
-        if end - index == 1:
-            results[index] = await _run_tool(agent, calls[index], signal)
-        else:
-            async with anyio.create_task_group() as tg:
-                for position in range(index, end):
-                    tg.start_soon(_run_tool_into, agent, calls[position], signal, results, position)
-        index = end
-    return [r if r is not None else ToolResult("tool produced no result", True) for r in results]
-
-
-async def _run_tool_into(
-    agent: Agent, call: ToolCall, signal: AbortSignal, into: list[ToolResult | None], position: int
-) -> None:
-    into[position] = await _run_tool(agent, call, signal)
-
-
-async def _run_tool(agent: Agent, call: ToolCall, signal: AbortSignal) -> ToolResult:
-    if agent.tools.refusal is not None:
-        return ToolResult(agent.tools.refusal, is_error=True)
-    tool = agent.tools.get(call.name)
-    if tool is None:
-        available = ", ".join(agent.tools.names()) or "none"
-        return ToolResult(
-            f'unknown tool "{call.name}" (available tools: {available})', is_error=True
-        )
-    tracing = agent.ctx.tracing  # the tracing seam: hooks only when a tracer is installed
-    traced = tracing.tool_call(agent, call) if tracing.enabled else None
-    failure: Exception | None = None
-    tool_signal, unlink = signal.linked()
-    try:
-        result = await tool.invoke(call.arguments, ToolContext(agent, call.id, tool_signal))
-    except TurnBlocked as exc:
-        agent._blocked = str(exc) or f"tool {call.name} blocked the turn"
-        result, failure = ToolResult(f"blocked: {agent._blocked}", is_error=True), exc
-    except Exception as exc:
-        _log.debug("tool %s failed", call.name, exc_info=True)
-        result = ToolResult(f"tool {call.name} failed: {type(exc).__name__}: {exc}", True)
-        failure = exc
-    except BaseException as exc:
-        if traced is not None:
-            traced.end(None, exc)
-        raise
-    finally:
-        unlink()
-    if traced is not None:
-        traced.end(result, failure)
-    return result
+            traced.end(result, failure)
+        return result

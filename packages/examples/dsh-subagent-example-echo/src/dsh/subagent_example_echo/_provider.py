@@ -21,7 +21,7 @@ from dsh.subagent import (
 from dsh.subprocess import SubprocessConfig, SubprocessRun
 
 # The child, a tiny line protocol: "prompt <text>" is answered "word <w>" per word,
-# then "done <text>"; the prompt "hang" waits for "cancel" (answered "cancelled");
+# then "done <text>"; at the word "hang" it waits for "cancel" (answered "cancelled");
 # "fail" exits with a message on stderr.
 CHILD = """
 import sys
@@ -31,10 +31,13 @@ for line in sys.stdin:
         print("cancelled", flush=True)
     elif text == "fail":
         sys.exit("echo child: failing on purpose")
-    elif text != "hang":
+    else:
         for word in text.split():
+            if word == "hang":
+                break
             print("word", word, flush=True)
-        print("done", text, flush=True)
+        else:
+            print("done", text, flush=True)
 """
 
 
@@ -70,8 +73,8 @@ class EchoRun(SubprocessRun):
                 self.handle.emit(SubagentProgress("text", text=text + " "))
             elif kind == "done":  # usage: unknown, the default of RemoteRun.usage()
                 return SubagentResult(text, "completed")
-            elif kind == "cancelled":
-                return SubagentResult.aborted("cancelled")
+            elif kind == "cancelled":  # within cancel_grace: the run settles with this
+                return SubagentResult.aborted(f"{self.stop.reason}; the echo child stopped")
         code = await self.child.wait()  # the diagnostic also gets the stderr tail
         raise RuntimeError(f"the echo child exited with status {code}")
 

@@ -7,12 +7,8 @@ reason}``. An agent sees and stops only its own jobs. Load it from a preset::
     name = "dsh-tool-jobs"
 """
 
-from __future__ import annotations
-
-from pydantic import BaseModel, ConfigDict
-
-from dsh.core import Context, EffectScope, Plugin
-from dsh.tool_jobs.tools import (
+from dsh.tool_jobs._plugin import JobToolsConfig, plugin
+from dsh.tool_jobs._tools import (
     DEFAULT_TIMEOUT_MS,
     JobAccessError,
     JobKillArgs,
@@ -39,18 +35,3 @@ __all__ = [
     "plugin",
     "wait_for_job",
 ]
-
-
-class JobToolsConfig(BaseModel):
-    """Config of ``dsh-tool-jobs`` (none yet)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-def apply(ctx: Context, config: JobToolsConfig, effects: EffectScope) -> None:
-    """Register ``job_output``, ``job_list`` and ``job_kill``."""
-    for tool in (job_output_tool, job_list_tool, job_kill_tool):
-        effects.add(ctx.tools.register(tool))
-
-
-plugin = Plugin("dsh-tool-jobs", apply, JobToolsConfig)

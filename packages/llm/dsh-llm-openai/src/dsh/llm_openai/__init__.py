@@ -12,13 +12,8 @@ plugin and name the adapter in a preset::
     model = "deepseek-chat"
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from dsh.core import EffectScope, ModelConfig, Plugin
-from dsh.llm_openai.adapter import OpenAIChatAdapter, SharedClient
-from dsh.llm_openai.config import (
+from dsh.llm_openai._adapter import OpenAIChatAdapter, SharedClient
+from dsh.llm_openai._config import (
     DEFAULT_BASE_URL,
     DEFAULT_KEY_ENV,
     DEFAULT_MODEL,
@@ -26,10 +21,8 @@ from dsh.llm_openai.config import (
     OpenAIOptions,
     resolve_options,
 )
-from dsh.llm_openai.messages import chat_messages, tool_definitions
-
-if TYPE_CHECKING:
-    from dsh.core import Context
+from dsh.llm_openai._messages import chat_messages, tool_definitions
+from dsh.llm_openai._plugin import apply, plugin
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -45,20 +38,3 @@ __all__ = [
     "resolve_options",
     "tool_definitions",
 ]
-
-
-def apply(ctx: Context, config: Config, effects: EffectScope) -> None:
-    """Register the OpenAI-compatible chat-completions model adapter."""
-    clients = SharedClient()
-    effects.add(clients.aclose)
-    defaults = config.model_dump(exclude={"adapter"}, exclude_unset=True)
-
-    def factory(model: ModelConfig) -> OpenAIChatAdapter:
-        options = resolve_options(defaults, model.options)
-        return OpenAIChatAdapter(options, model=model.model, client=clients)
-
-    effects.add(ctx.llm.register_adapter(config.adapter, factory))
-
-
-plugin = Plugin("dsh-llm-openai", apply, Config)
-"""The ``dsh-llm-openai`` plugin (entry point in the ``dsh.plugins`` group)."""

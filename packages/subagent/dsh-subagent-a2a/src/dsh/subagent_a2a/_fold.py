@@ -37,6 +37,7 @@ from a2a.types import (
 )
 
 from dsh.subagent import SubagentProgress, SubagentUsage
+from dsh.subagent.kit import plain_value as plain
 
 __all__ = ["INTERRUPTED", "TERMINAL", "TaskFold", "plain", "state_name"]
 
@@ -65,15 +66,6 @@ def _dsh(meta: Any) -> Mapping[str, Any]:
         return {}
     data = plain(meta[META_KEY])
     return data if isinstance(data, Mapping) else {}
-
-
-def plain(value: Any) -> Any:
-    """A protobuf ``Struct`` / ``ListValue`` (or a value inside one) as plain Python."""
-    if isinstance(value, str | bool | int | float) or value is None:
-        return value
-    if isinstance(value, Mapping):  # Struct (a registered Mapping)
-        return {str(key): plain(item) for key, item in value.items()}
-    return [plain(item) for item in value]  # ListValue
 
 
 def message_text(message: Message) -> str:

@@ -326,8 +326,10 @@ class A2ARun(RemoteRun):
                 )
             return SubagentResult(output, "completed", usage=usage)
         if state == TaskState.TASK_STATE_CANCELED:
+            why = f"{name}: the remote agent cancelled the task{said}"
+            # cancelled as dsh asked: no diagnostic, the kit gives the stop's reason
             return SubagentResult.aborted(
-                f"{name}: the remote agent cancelled the task{said}", output=output, usage=usage
+                None if self.stop.aborted else why, output=output, usage=usage
             )
         if state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED):
             stop = fold.dsh_stop if fold.dsh_stop in ("max-tokens", "refusal") else "error"

@@ -17,14 +17,7 @@ from dsh.subagent import StartFailed
 from dsh.subagent.kit import Stages
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._connection import AcpConnection, LinkError, RemoteError
-from dsh.subprocess import (
-    ChildProcess,
-    PooledProcess,
-    ProcessStartError,
-    RunTag,
-    Sandbox,
-    Starting,
-)
+from dsh.subprocess import ChildProcess, PooledProcess, Sandbox, Starting, start_pooled_process
 
 __all__ = ["PROTOCOL_VERSION", "AcpAgentProcess", "AgentUser", "describe_failure", "start_pooled"]
 
@@ -160,32 +153,19 @@ async def start_pooled(
     the process is stopped first.
     """
     stages = Stages(provider)
-    try:
-        child = await ChildProcess.start(
-            config.argv,
-            env=env,
-            cwd=cwd,
-            what=f"{provider} agent",
-            tag=RunTag(),
-            sandbox=sandbox,
-        )
-    except ProcessStartError as exc:
-        raise StartFailed(str(exc)) from exc
-    starting.track(child)
-    process = AcpAgentProcess(child, config)
-    try:
-        await process.initialize({"dsh": {}}, stages)
-    except BaseException as exc:
-        with anyio.CancelScope(shield=True):
-            await process.aclose(eof_grace=0.0, term_grace=config.term_grace)
-        if not isinstance(exc, Exception):
-            raise
-        message = exc.message if isinstance(exc, StartFailed) else describe_failure(stages, exc)
-        tail = child.stderr_tail.text(1500)
-        if tail:
-            message += f"\n{provider} stderr (last lines):\n{tail}"
-        raise StartFailed(message) from exc
-    return process
+    return await start_pooled_process(
+        starting,
+        config.argv,
+        provider=provider,
+        what=f"{provider} agent",
+        env=env,
+        cwd=cwd,
+        sandbox=sandbox,
+        connect=lambda child: AcpAgentProcess(child, config),
+        handshake=lambda process: process.initialize({"dsh": {}}, stages),
+        describe=lambda _process, error: describe_failure(stages, error),
+        term_grace=config.term_grace,
+    )
 
 
 def _confirms_depth_limit(capabilities: dict[str, Any]) -> bool:

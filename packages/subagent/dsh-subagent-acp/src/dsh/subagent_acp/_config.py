@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from dsh.acp import DEFAULT_MAX_LINE_BYTES
+from dsh.jsonrpc import DEFAULT_MAX_LINE_BYTES
 from dsh.subprocess import PoolConfig, SubprocessConfig
 
 __all__ = ["AcpProviderConfig"]

@@ -160,7 +160,8 @@ class AcpRun(SubprocessRun):
         stop = STOP_REASONS.get(acp_reason, "error")
         diagnostic: str | None = None
         if stop == "aborted":
-            diagnostic = "the agent reported its turn cancelled although dsh did not cancel it"
+            if not self.cancelled:  # (cancelled by dsh: the kit's reason says why)
+                diagnostic = "the agent reported its turn cancelled although dsh did not cancel it"
         elif stop != "completed":
             diagnostic = f"the agent stopped with stop reason {acp_reason!r}"
         if diagnostic is not None:

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 import anyio
 
 from dsh.subagent import StartFailed
-from dsh.subagent.kit import Stages
 from dsh.subagent_codex._config import CodexConfig
 from dsh.subagent_codex._policy import decide
 from dsh.subagent_codex._rpc import (
@@ -34,14 +33,7 @@ from dsh.subagent_codex._rpc import (
     ServerRequest,
     ServerRequestAnswer,
 )
-from dsh.subprocess import (
-    ChildProcess,
-    PooledProcess,
-    ProcessStartError,
-    RunTag,
-    Sandbox,
-    Starting,
-)
+from dsh.subprocess import ChildProcess, PooledProcess, Sandbox, Starting, start_pooled_process
 
 __all__ = [
     "INSTALL_HINT",
@@ -292,7 +284,6 @@ async def start_pooled(
     :class:`~dsh.subagent.StartFailed` naming the stage, with codex's stderr tail; the
     process is stopped first.
     """
-    stages = Stages(config.name)
     if config.codex_home is not None:
         try:
             os.makedirs(config.codex_home, exist_ok=True)
@@ -301,41 +292,35 @@ async def start_pooled(
                 f"{config.name} provider: cannot create codex_home {config.codex_home!r}:"
                 f" {exc.strerror or exc}"
             ) from exc
-    try:
-        child = await ChildProcess.start(
-            config.argv,
-            env=env,
-            cwd=cwd,
-            what=f"{config.name} app-server",
-            tag=RunTag(),
-            sandbox=sandbox,
+    return await start_pooled_process(
+        starting,
+        config.argv,
+        provider=config.name,
+        what=f"{config.name} app-server",
+        env=env,
+        cwd=cwd,
+        sandbox=sandbox,
+        connect=lambda child: CodexAppServer(child, config),
+        handshake=_handshake,
+        describe=_describe_start_failure,
+        term_grace=config.term_grace,
+        hint=INSTALL_HINT,
+    )
+
+
+async def _handshake(server: CodexAppServer) -> None:
+    """``initialize`` a pooled app-server; a configuration codex rejects fails it."""
+    await server.initialize(server.conn.request)
+    fatal = [w for w in server.warnings if invalid_configuration(w)]
+    if fatal:
+        raise StartFailed(f"codex rejected its configuration: {fatal[-1]}")
+
+
+def _describe_start_failure(server: CodexAppServer, error: Exception) -> str:
+    name = server.config.name
+    if isinstance(error, ConnectionClosed):
+        return (
+            f"{name} initialize failed: codex app-server exited"
+            f" ({server.child.exit_description()}) during the handshake"
         )
-    except ProcessStartError as exc:
-        raise StartFailed(f"{exc}; {INSTALL_HINT}") from exc
-    starting.track(child)
-    server = CodexAppServer(child, config)
-    try:
-        stages.enter("initialize")
-        await server.initialize(server.conn.request)
-        fatal = [w for w in server.warnings if invalid_configuration(w)]
-        if fatal:
-            raise StartFailed(f"codex rejected its configuration: {fatal[-1]}")
-    except BaseException as exc:
-        with anyio.CancelScope(shield=True):
-            await server.aclose(eof_grace=0.0, term_grace=config.term_grace)
-        if not isinstance(exc, Exception):
-            raise
-        if isinstance(exc, StartFailed):
-            message = exc.message
-        elif isinstance(exc, ConnectionClosed):
-            message = (
-                f"{config.name} initialize failed: codex app-server exited"
-                f" ({child.exit_description()}) during the handshake"
-            )
-        else:
-            message = f"{config.name} initialize failed: {exc}"
-        tail = child.stderr_tail.text(1500)
-        if tail:
-            message += f"\n{config.name} stderr (last lines):\n{tail}"
-        raise StartFailed(message) from exc
-    return server
+    return f"{name} initialize failed: {error}"

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from dsh.core import DshError
 from dsh.subagent import (
     InvalidRequest,
     StartFailed,
@@ -59,7 +60,7 @@ _UNSUBSCRIBE_BOUND = 2.0
 """Seconds a pooled app-server gets to unload a finished thread before it is recycled."""
 
 
-class CodexFailure(Exception):
+class CodexFailure(DshError):
     """Why the run cannot go on (codex went away, a fatal request, a rejected config)."""
 
 

@@ -24,6 +24,7 @@ class WorkerCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The options of ``dsh worker`` (see docs/providers/temporal.md)."""
         from dsh.core.argtypes import (
+            add_log_level_argument,
             add_otel_argument,
             add_trust_argument,
             non_negative_float,
@@ -86,12 +87,7 @@ class WorkerCommand:
         )
         parser.add_argument("--cwd", metavar="DIR", help="the children's working directory")
         parser.add_argument("--sessions-dir", metavar="DIR", help="persist children's sessions")
-        parser.add_argument(
-            "--log-level",
-            default="warning",
-            choices=["critical", "error", "warning", "info", "debug"],
-            help="log level on stderr (default warning)",
-        )
+        add_log_level_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         """Run until SIGTERM / SIGINT; returns the exit status (2: configuration)."""
@@ -100,11 +96,11 @@ class WorkerCommand:
             level=getattr(logging, args.log_level.upper(), logging.WARNING),
             format="dsh worker: %(levelname)s %(name)s: %(message)s",
         )
-        from dsh.core import TRACING_SWITCH_ENV, PresetError, find_preset
+        from dsh.core import PresetError, find_preset
+        from dsh.core.argtypes import apply_otel_argument
         from dsh.subagent_temporal._worker import WorkerOptions, serve
 
-        if args.otel:  # the switch: contexts opened here trace (docs/tracing.md)
-            os.environ[TRACING_SWITCH_ENV] = "1"
+        apply_otel_argument(args)  # the switch: contexts opened here trace
         try:
             preset = find_preset(args.preset, trust=args.trust)
         except (PresetError, OSError) as exc:

@@ -51,7 +51,7 @@ from dsh.subagent_temporal._store import StoreError, read_blob, write_blob
 
 if TYPE_CHECKING:
     from dsh.subagent_temporal._batch import Member, Pending
-    from dsh.subagent_temporal._provider import TemporalProvider
+    from dsh.subagent_temporal._owner import RunOwner
 
 __all__ = ["TemporalRun"]
 
@@ -72,7 +72,7 @@ class TemporalRun(RemoteRun):
 
     def __init__(
         self,
-        owner: TemporalProvider,
+        owner: RunOwner,
         request: SubagentStartRequest,
         *,
         attach: str | None = None,

@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 
+from dsh.core import DshError
 from dsh.subagent_temporal._spec import BlobRef
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 
-class StoreError(Exception):
+class StoreError(DshError):
     """A body could not be written, found or verified."""
 
 

@@ -21,8 +21,9 @@ Provider authors: :class:`RunHandle` (settle a run, report progress) is here;
 :mod:`dsh.subagent.kit` has the out-of-process skeleton (:class:`~dsh.subagent.kit.RemoteRun`).
 """
 
-from dsh.subagent._continuable import NOTICE_REPORT, NOTICE_SETTLED, ContinuableChildren
+from dsh.subagent._continuable import ContinuableChildren
 from dsh.subagent._continuable_record import ContinuableChild, ContinuableStatus
+from dsh.subagent._continuable_turns import NOTICE_REPORT, NOTICE_SETTLED
 from dsh.subagent._errors import (
     CapacityExceeded,
     ContinuationError,
@@ -41,6 +42,7 @@ from dsh.subagent._errors import (
     Unauthorized,
     UnsupportedCapability,
 )
+from dsh.subagent._installed import InstalledProvider, installed_providers
 from dsh.subagent._plugin import SubagentConfig
 from dsh.subagent._progress import ProgressKind, SubagentProgress, SubagentUsage, UsageReport
 from dsh.subagent._provider import ContinuableProvider, SubagentProvider, supports_continuable
@@ -72,6 +74,7 @@ __all__ = [
     "Draining",
     "DuplicateChild",
     "DuplicateProvider",
+    "InstalledProvider",
     "InvalidRequest",
     "NotResumable",
     "ProgressKind",
@@ -96,5 +99,6 @@ __all__ = [
     "Unauthorized",
     "UnsupportedCapability",
     "UsageReport",
+    "installed_providers",
     "supports_continuable",
 ]

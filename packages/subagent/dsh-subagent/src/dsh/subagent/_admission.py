@@ -17,21 +17,20 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from dsh.core import new_session_id
 from dsh.subagent._diagnostics import redact_secrets
 from dsh.subagent._errors import StartAborted, SubagentError
 from dsh.subagent._progress import SubagentProgress
-from dsh.subagent._run import RunHandle, SubagentRun, _Subscription
+from dsh.subagent._run import RunHandle, SubagentRun, handle_of
 from dsh.subagent._types import SubagentResult, SubagentStartRequest
 
 if TYPE_CHECKING:
     from dsh.subagent._provider import SubagentProvider
-    from dsh.subagent._runtime import SubagentRuntime
 
-__all__ = ["Admission", "Gate", "QueuedHandle", "process_max_running"]
+__all__ = ["Admission", "Gate", "GatesOf", "QueuedHandle", "Started", "process_max_running"]
 
 _log = logging.getLogger("dsh.subagent.admission")
 
@@ -71,13 +70,48 @@ def has_room(gates: tuple[Gate, ...]) -> bool:
     return True
 
 
+GatesOf = Callable[[str, SubagentStartRequest], tuple[Gate, ...]]
+"""The gates a request to provider ``name`` passes now (the runtime's lookup)."""
+Started = Callable[[RunHandle, RunHandle, tuple[Gate, ...]], None]
+"""Told ``(outer, inner, gates)`` when a queued run's provider run has started."""
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
+
+
 class Admission:
-    """The runtime's gates and its queue of runs waiting for a slot."""
+    """The runtime's gates and its queue of runs waiting for a slot.
 
-    __slots__ = ("_context_gate", "_gates", "_runtime", "queue")
+    It knows the runtime only through narrow callables: ``gates_of`` (a queued
+    request's gates after the caps changed), ``spawn`` (a task owned by the
+    context), ``draining`` (no more admissions), ``refund`` (give back a run's
+    place in the descendants budget) and ``started`` (a queued run got its inner
+    run, so the runtime can attach its child agent).
+    """
 
-    def __init__(self, runtime: SubagentRuntime) -> None:
-        self._runtime = runtime
+    __slots__ = (
+        "_context_gate",
+        "_draining",
+        "_gates",
+        "_gates_of",
+        "_refund",
+        "_spawn",
+        "_started",
+        "queue",
+    )
+
+    def __init__(
+        self,
+        *,
+        gates_of: GatesOf,
+        spawn: Spawn,
+        draining: Callable[[], bool],
+        refund: Callable[[str | None], None],
+        started: Started,
+    ) -> None:
+        self._gates_of = gates_of
+        self._spawn = spawn
+        self._draining = draining
+        self._refund = refund
+        self._started = started
         self._context_gate: Gate | None = None
         self._gates: dict[str, Gate] = {}
         """Provider gates by provider name (kept while runs hold slots in them)."""
@@ -129,8 +163,14 @@ class Admission:
 
     # -- slots -----------------------------------------------------------------------
 
+    @property
+    def capped(self) -> bool:
+        """True when any cap is set (else starts skip admission entirely)."""
+        return self._context_gate is not None or bool(self._gates)
+
     @staticmethod
     def take(gates: tuple[Gate, ...]) -> None:
+        """Take a slot in each of ``gates`` (the caller checked :func:`has_room`)."""
         for gate in gates:
             gate.running += 1
 
@@ -144,6 +184,7 @@ class Admission:
     # -- the queue -------------------------------------------------------------------
 
     def enqueue(self, handle: QueuedHandle) -> None:
+        """Put ``handle`` at the end of the queue and tell it its position."""
         self.queue[handle] = None
         handle.position = self._position_of(handle)
 
@@ -152,20 +193,24 @@ class Admission:
         if self.queue.pop(handle, 0) is None:
             self.pump(moved=True)
 
+    def abandon(self, reason: str) -> None:
+        """Settle every queued run ``aborted`` with ``reason`` (the runtime closes)."""
+        for handle in list(self.queue):
+            handle.finish_queued(reason)
+
     def regate(self) -> None:
         """The caps changed: queued runs wait for their providers' new gates."""
-        runtime = self._runtime
         for handle in self.queue:
             request = handle.request
             if request is not None:
-                handle.gates = runtime._gates_of(handle._provider, request)
+                handle.gates = self._gates_of(handle.provider, request)
         self.pump(moved=True)
 
     def pump(self, *, moved: bool = False) -> None:
         """Admit queued runs, oldest first, while their gates have room; then tell the
         ones still waiting their new positions (also when ``moved``: a run left)."""
         queue = self.queue
-        if not queue or self._runtime.draining:
+        if not queue or self._draining():
             return
         admitted: list[QueuedHandle] = []
         context_gate = self._context_gate
@@ -186,7 +231,7 @@ class Admission:
         for handle, position in self._positions():
             if handle.position != position:
                 handle.position = position
-                if handle._wanted:
+                if handle.wants_progress:
                     handle.emit(handle.queued_item())
 
     def _positions(self) -> Iterator[tuple[QueuedHandle, int]]:
@@ -276,9 +321,10 @@ class QueuedHandle(RunHandle):
     def _on_abort(self, reason: str) -> None:
         if self.state != _QUEUED:
             return  # starting or running: the provider has the signal
-        self._finish_queued(f"subagent run cancelled while queued: {reason}")
+        self.finish_queued(f"subagent run cancelled while queued: {reason}")
 
-    def _finish_queued(self, reason: str) -> None:
+    def finish_queued(self, reason: str) -> None:
+        """Leave the queue and settle ``aborted`` with ``reason`` (nothing started)."""
         self.state = _DONE
         self._admission.leave(self)
         self._let_go()
@@ -288,7 +334,7 @@ class QueuedHandle(RunHandle):
         """A slot is ours (already taken): start the provider in a context task."""
         self.state = _STARTING
         try:
-            task = self._admission._runtime._ctx.spawn(self._start)
+            task = self._admission._spawn(self._start)
         except RuntimeError as exc:  # the context is not open any more
             self._start_failed(exc)
             return
@@ -315,7 +361,7 @@ class QueuedHandle(RunHandle):
 
     def _start_failed(self, exc: BaseException) -> None:
         self.state = _DONE
-        self._admission._runtime._refund_descendant(self.root)
+        self._admission._refund(self.root)
         self._admission.release(self.gates)
         signal = self._inner_signal
         if signal.aborted or isinstance(exc, StartAborted):
@@ -336,12 +382,14 @@ class QueuedHandle(RunHandle):
     def _running(self, run: SubagentRun) -> None:
         self.inner = run
         self.state = _RUNNING
-        inner = run._handle
+        inner = handle_of(run)
         admission = self._admission
         gates = self.gates
         inner.on_disposed(lambda: admission.release(gates))
-        runtime = admission._runtime
-        runtime._attach_inner(self, inner)
+        child = inner.local_agent
+        if child is not None:
+            self._local_agent = child
+            admission._started(self, inner, gates)
         if self._wanted:
             inner.set_sink(self._forward)
         waited = time.monotonic() - self._queued_at
@@ -367,22 +415,21 @@ class QueuedHandle(RunHandle):
 
     # -- RunHandle hooks ------------------------------------------------------------
 
-    def _subscribe(self, sub: _Subscription) -> None:
-        wanted = self._wanted
-        super()._subscribe(sub)
-        if wanted and self.state == _QUEUED:
-            sub.push(self.queued_item())  # a late subscriber learns where it stands
+    def _late_items(self) -> Iterable[SubagentProgress]:
+        if self.state == _QUEUED:
+            return (self.queued_item(),)  # a late subscriber learns where it stands
+        return ()
 
     def _start_progress(self) -> Callable[[], None] | None:
         if self.state == _QUEUED:
             self.emit(self.queued_item())
         elif self.state == _RUNNING and self.inner is not None:
-            self.inner._handle.set_sink(self._forward)
+            handle_of(self.inner).set_sink(self._forward)
         return None
 
     def _teardown_now(self) -> bool:
         if self.state == _QUEUED:
-            self._finish_queued("subagent run disposed while queued")
+            self.finish_queued("subagent run disposed while queued")
             return True
         return self.state == _DONE and self.inner is None
 

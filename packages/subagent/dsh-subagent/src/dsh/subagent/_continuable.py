@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,18 +37,31 @@ from dsh.core import (
     Tool,
     ToolError,
     as_blocks,
-    text_of,
 )
 from dsh.subagent._activation_lock import ActivationLock
+from dsh.subagent._budget import DescendantsBudget
 from dsh.subagent._continuable_record import (
     CHILD_EVENT,
     SPEC_EVENT,
     ContinuableChild,
-    diagnostic_for,
-    find_spec,
     request_from_spec,
     spec_for,
-    status_for,
+)
+from dsh.subagent._continuable_store import (
+    ListScope,
+    acquire_lock,
+    is_ancestor,
+    list_children,
+    load_record,
+)
+from dsh.subagent._continuable_turns import (
+    EVENT_CONTINUABLE_START,
+    NOTICE_REPORT,
+    message_text,
+    quoted,
+    turn_settled,
+    turn_started,
+    wait_accepted,
 )
 from dsh.subagent._errors import (
     ContinuationUnavailable,
@@ -57,53 +70,45 @@ from dsh.subagent._errors import (
     InvalidRequest,
     NotResumable,
     StartAborted,
-    SubagentError,
     Unauthorized,
 )
-from dsh.subagent._provider import supports_continuable
-from dsh.subagent._relay import turn_usage
+from dsh.subagent._provider import SubagentProvider, supports_continuable
 from dsh.subagent._types import SubagentStartRequest
 
 if TYPE_CHECKING:
     from dsh.core import Context
-    from dsh.subagent._runtime import SubagentRuntime
 
-__all__ = [
-    "EVENT_CONTINUABLE_SETTLE",
-    "EVENT_CONTINUABLE_START",
-    "NOTICE_REPORT",
-    "NOTICE_SETTLED",
-    "ContinuableChildren",
-    "Delivery",
-    "ListScope",
-    "settlement_text",
-]
+__all__ = ["ContinuableChildren", "Delivery"]
 
 _log = logging.getLogger("dsh.subagent._continuable")
 
-EVENT_CONTINUABLE_START = "subagent/continuable-start"
-"""Bus event (scoped to the parent): a continuable child accepted its first message."""
-EVENT_CONTINUABLE_SETTLE = "subagent/continuable-settle"
-"""Bus event (scoped to the parent): one turn of a continuable child settled."""
-NOTICE_SETTLED = "subagent/settled"
-"""``source.type`` of the settlement notice a parent receives."""
-NOTICE_REPORT = "subagent/report"
-"""``source.type`` of a report a parent receives."""
-
-ListScope = Literal["children", "descendants"]
 Delivery = Literal["queued", "woken", "resumed"]
 """How :meth:`ContinuableChildren.send_message` delivered: queued behind a running
 turn, woke a waiting child, or cold-resumed one from its persisted session."""
 
-_MAX_CHAIN = 64
-
 
 class ContinuableChildren:
-    """Starts, messages, interrupts, lists and drains continuable children."""
+    """Starts, messages, interrupts, lists and drains continuable children.
 
-    def __init__(self, ctx: Context, runtime: SubagentRuntime) -> None:
+    It knows the runtime only through what it is given: ``check_start`` (the gate
+    every start passes), ``get_provider`` (a provider by name), the descendants
+    ``budget`` and ``draining`` (the runtime is closing).
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        check_start: Callable[[str, SubagentStartRequest], SubagentProvider],
+        get_provider: Callable[[str], SubagentProvider | None],
+        budget: DescendantsBudget,
+        draining: Callable[[], bool],
+    ) -> None:
         self._ctx = ctx
-        self._runtime = runtime
+        self._check_start = check_start
+        self._get_provider = get_provider
+        self._budget = budget
+        self._runtime_draining = draining
         self._children: dict[str, ContinuableChild] = {}
         self._tools: list[Tool] = []
         self._hooked: dict[str, tuple[Agent, Disposer]] = {}
@@ -148,7 +153,7 @@ class ContinuableChildren:
         ``INVALID_REQUEST`` for an ``output_schema``, ``DRAINING`` when the parent
         or the context is closing.
         """
-        provider = self._runtime.check_start(name, request)
+        provider = self._check_start(name, request)
         if not supports_continuable(provider):
             raise ContinuationUnavailable(
                 f'subagent provider "{name}" cannot run continuable children (it has no'
@@ -161,12 +166,12 @@ class ContinuableChildren:
             )
         parent = request.parent
         self._check_open(parent)
-        root = self._runtime._take_descendant(request)
+        root = self._budget.take(parent)
         prepare = provider.prepare_continuable  # type: ignore[attr-defined]
         try:
             agent: Agent = await prepare(request)
         except BaseException:
-            self._runtime._refund_descendant(root)
+            self._budget.refund(root)
             raise
         record = ContinuableChild(
             agent.id, provider.name, parent.id, request.label, depth=agent.depth
@@ -176,43 +181,32 @@ class ContinuableChildren:
                 raise DuplicateChild(
                     f'a continuable subagent "{agent.id}" is already registered',
                 )
-            lock = self._acquire_lock(agent.id)
+            lock = acquire_lock(self._ctx, agent.id)
             record.spec = spec_for(request, provider.name, agent.id)
             agent.record(SPEC_EVENT, record.spec)
             self._attach(record, agent, lock)
             self._hook_parent(parent)
             record.accepted = asyncio.Event()
             agent.followup(request.prompt_blocks)
-            if not await self._wait_accepted(record, request.signal):
+            if not await wait_accepted(record, request.signal):
                 raise StartAborted(f"subagent start aborted: {request.signal.reason}")
             if record.agent is None:
                 raise Draining(
                     f'subagent "{agent.id}" was shut down before it accepted its first message',
                 )
         except BaseException:
-            self._runtime._refund_descendant(root)
+            self._budget.refund(root)
             await self._discard(record, agent)
             raise
+        started = {
+            "agent_id": agent.id,
+            "provider": provider.name,
+            "parent_agent": parent.id,
+            "label": request.label,
+        }
         if not parent.closed:
-            parent.record(
-                CHILD_EVENT,
-                {
-                    "agent_id": agent.id,
-                    "provider": provider.name,
-                    "parent_agent": parent.id,
-                    "label": request.label,
-                },
-            )
-        self._ctx.events.emit(
-            EVENT_CONTINUABLE_START,
-            {
-                "agent_id": agent.id,
-                "provider": provider.name,
-                "parent_agent": parent.id,
-                "label": request.label,
-            },
-            scope=parent.id,
-        )
+            parent.record(CHILD_EVENT, started)
+        self._ctx.events.emit(EVENT_CONTINUABLE_START, dict(started), scope=parent.id)
         return record
 
     # -- messages -----------------------------------------------------------------
@@ -237,7 +231,7 @@ class ContinuableChildren:
         self._check_open(caller)
         if agent_id == caller.id:
             raise Unauthorized(f'agent "{agent_id}" cannot send a message to itself')
-        record = self._children.get(agent_id) or self._load(agent_id)[0]
+        record = self._children.get(agent_id) or load_record(self._ctx, agent_id)[0]
         if record.parent_id != caller.id:
             raise Unauthorized(
                 f'agent "{caller.id}" may not message subagent "{agent_id}": only its parent'
@@ -265,7 +259,7 @@ class ContinuableChildren:
                 record.accepted = asyncio.Event()
             agent.followup(blocks)
         if waiting:
-            await self._wait_accepted(record, signal)
+            await wait_accepted(record, signal)
         return record, how
 
     async def interrupt(
@@ -278,8 +272,8 @@ class ContinuableChildren:
         self._check_open(caller)
         if agent_id == caller.id:
             raise Unauthorized(f'agent "{agent_id}" cannot interrupt itself')
-        record = self._children.get(agent_id) or self._load(agent_id)[0]
-        if not self._is_ancestor(caller.id, record):
+        record = self._children.get(agent_id) or load_record(self._ctx, agent_id)[0]
+        if not is_ancestor(self._ctx, self._children, caller.id, record):
             raise Unauthorized(
                 f'agent "{caller.id}" may not interrupt subagent "{agent_id}": only its parent'
                 f' "{record.parent_id}" or another live ancestor may',
@@ -317,7 +311,7 @@ class ContinuableChildren:
                 " so the report cannot be delivered now; put it in your final answer instead",
             )
         text = "\n".join(
-            (f"[report from subagent {child.id}{_quoted(record.label)}]", _text(message))
+            (f"[report from subagent {child.id}{quoted(record.label)}]", message_text(message))
         )
         parent.notify(text, source={"type": NOTICE_REPORT, "agent_id": child.id})
         return parent
@@ -331,45 +325,7 @@ class ContinuableChildren:
         persisted sessions. A session that cannot be read is listed with status
         ``failed``, ``readable = False`` and a diagnostic instead of failing the list.
         """
-        found: builtins.list[ContinuableChild] = []
-        seen: set[str] = {caller.id}
-        frontier: builtins.list[tuple[str, Sequence[Event]]] = [(caller.id, caller.session.events)]
-        while frontier:
-            parent_id, events = frontier.pop(0)
-            for child_id, label in self._child_ids(parent_id, events):
-                if child_id in seen:
-                    continue
-                seen.add(child_id)
-                record, child_events = self._snapshot(child_id, parent_id, label)
-                found.append(record)
-                if scope == "descendants" and child_events is not None:
-                    frontier.append((child_id, child_events))
-        return found
-
-    def _child_ids(self, parent_id: str, events: Sequence[Event]) -> builtins.list[tuple[str, Any]]:
-        ids: dict[str, Any] = {}
-        for event in events:
-            if event.type == CHILD_EVENT and event.data.get("parent_agent") == parent_id:
-                ids.setdefault(str(event.data.get("agent_id")), event.data.get("label"))
-        for record in self._children.values():
-            if record.parent_id == parent_id:
-                ids.setdefault(record.id, record.label)
-        return list(ids.items())
-
-    def _snapshot(
-        self, child_id: str, parent_id: str, label: Any
-    ) -> tuple[ContinuableChild, Sequence[Event] | None]:
-        record = self._children.get(child_id)
-        if record is not None and record.agent is not None:
-            return record, record.agent.session.events
-        if self._ctx.sessions is None:
-            if record is not None:
-                return record, ()
-            return _unreadable(child_id, parent_id, label, "its session is not on disk"), None
-        try:
-            return self._load(child_id)
-        except SubagentError as exc:
-            return _unreadable(child_id, parent_id, label, exc.message), None
+        return list_children(self._ctx, self._children, caller, scope)
 
     # -- draining -----------------------------------------------------------------
 
@@ -409,7 +365,7 @@ class ContinuableChildren:
     # -- internals ----------------------------------------------------------------
 
     def _check_open(self, agent: Agent) -> None:
-        if self.draining or self._runtime.draining or self._ctx.closing:
+        if self.draining or self._runtime_draining() or self._ctx.closing:
             raise Draining("the subagent runtime is shutting down")
         if agent.closed:
             raise Draining(f'agent "{agent.id}" is closed')
@@ -420,75 +376,6 @@ class ContinuableChildren:
                 f'subagent "{record.id}" is being shut down (its parent or the context is'
                 " closing); message it again once it is resumable",
             )
-
-    def _load(self, agent_id: str) -> tuple[ContinuableChild, Sequence[Event]]:
-        """A detached record of a persisted child, and its events."""
-        store = self._ctx.sessions
-        if store is None:
-            raise NotResumable(
-                f'no continuable subagent "{agent_id}" is live, and this context keeps no'
-                " sessions on disk to resume one from (open it with a sessions_dir)",
-            )
-        try:
-            loaded = store.load(agent_id)
-        except SessionError as exc:
-            raise NotResumable(f'subagent "{agent_id}" cannot be resumed: {exc}') from None
-        meta = loaded.header.meta
-        seed_length = int(meta.get("seed_length", 0))
-        spec = find_spec(loaded.events, agent_id, seed_length)
-        if spec is None or loaded.header.parent_session is None:
-            raise NotResumable(
-                f'"{agent_id}" is not a continuable subagent (its session has no'
-                f" {SPEC_EVENT} record)",
-            )
-        record = ContinuableChild(
-            agent_id,
-            str(spec.get("provider")),
-            loaded.header.parent_session,
-            spec.get("label"),
-            depth=int(meta.get("delegation_depth", 1)),
-            spec=spec,
-        )
-        record.refresh_from(loaded.events, seed_length)
-        return record, loaded.events
-
-    def _is_ancestor(self, caller_id: str, record: ContinuableChild) -> bool:
-        parent_id: str | None = record.parent_id
-        for _ in range(_MAX_CHAIN):
-            if parent_id is None:
-                return False
-            if parent_id == caller_id:
-                return True
-            parent_id = self._parent_of(parent_id)
-        return False
-
-    def _parent_of(self, agent_id: str) -> str | None:
-        live = self._ctx.agents.get(agent_id)
-        if live is not None:
-            return live.parent_id
-        record = self._children.get(agent_id)
-        if record is not None:
-            return record.parent_id
-        store = self._ctx.sessions
-        if store is None:
-            return None
-        try:
-            return store.load(agent_id).header.parent_session
-        except SessionError:
-            return None
-
-    def _acquire_lock(self, agent_id: str) -> ActivationLock | None:
-        store = self._ctx.sessions
-        if store is None or not store.exists(agent_id):
-            return None
-        lock = ActivationLock(store.directory / f"{agent_id}.lock")
-        holder = lock.try_acquire()
-        if holder is not None:
-            raise DuplicateChild(
-                f'subagent "{agent_id}" already has a live activation in another process'
-                f" (pid {holder}); a child runs in one place at a time",
-            )
-        return lock
 
     async def _activate(
         self,
@@ -509,14 +396,14 @@ class ContinuableChildren:
                 f'subagent "{agent_id}" is live in this process outside the continuable'
                 " registry; close that agent before messaging it here",
             )
-        provider = self._runtime.get_provider(record.provider)
+        provider = self._get_provider(record.provider)
         if provider is None or not supports_continuable(provider):
             raise ContinuationUnavailable(
                 f'subagent "{agent_id}" was started by provider "{record.provider}", which is'
                 " not registered here (or cannot continue children); load its plugin to"
                 " resume it",
             )
-        lock = self._acquire_lock(agent_id)
+        lock = acquire_lock(self._ctx, agent_id)
         try:
             request = request_from_spec(record.spec, caller, signal, blocks)
             prepare = provider.prepare_continuable  # type: ignore[attr-defined]
@@ -588,129 +475,9 @@ class ContinuableChildren:
             if self._children.get(record.id) is record:
                 del self._children[record.id]
 
-    async def _wait_accepted(self, record: ContinuableChild, signal: AbortSignal) -> bool:
-        event = record.accepted
-        if event is None or event.is_set():
-            return True
-        with anyio.CancelScope() as scope:
-            unlink = signal.on_abort(lambda _reason: scope.cancel())
-            try:
-                await event.wait()
-            finally:
-                unlink()
-        return event.is_set()
-
     def _on_event(self, record: ContinuableChild, agent: Agent, event: Event) -> None:
         kind = event.type
         if kind == "turn/start":
-            record.turn_start = event.seq
-            if record.accepted is not None:
-                record.accepted.set()
-            self._ctx.events.emit(
-                "subagent/start", self._run_event(record, agent), scope=record.parent_id
-            )
+            turn_started(self._ctx, record, agent, event)
         elif kind == "turn/end" and record.agent is agent:
-            self._settle(record, agent, event)
-
-    def _run_event(self, record: ContinuableChild, agent: Agent) -> dict[str, Any]:
-        """The shared ``subagent/start`` / ``subagent/end`` data: each turn of a
-        continuable child is a run (the run id is the child's id; ``turn`` counts)."""
-        return {
-            "run_id": record.id,
-            "provider": record.provider,
-            "parent_agent": record.parent_id,
-            "label": record.label,
-            "depth": agent.depth,
-            "continuable": True,
-            "turn": record.turns + 1,
-        }
-
-    def _settle(self, record: ContinuableChild, agent: Agent, end: Event) -> None:
-        stop = str(end.data.get("stop_reason"))
-        start = record.turn_start if record.turn_start >= 0 else end.seq
-        record.turn_start = -1
-        record.turns += 1
-        record.stop_reason = stop
-        record.last_status = status_for(stop)
-        record.last_output = _last_output(agent.session.events, start, end.seq)
-        record.diagnostic = diagnostic_for(stop, end.data.get("error"))
-        data = {
-            "agent_id": record.id,
-            "status": record.last_status,
-            "stop_reason": stop,
-            "turn": record.turns,
-        }
-        bus = self._ctx.events
-        if bus.has_listeners("subagent/end"):
-            run = self._run_event(record, agent)
-            run["turn"] = record.turns
-            run["stop_reason"] = stop
-            run["diagnostic"] = record.diagnostic
-            run["usage"] = turn_usage(agent.session.events, start, end.seq + 1)
-            bus.emit("subagent/end", run, scope=record.parent_id)
-        bus.emit(EVENT_CONTINUABLE_SETTLE, data, scope=record.parent_id)
-        if record.draining or self.draining or self._ctx.closing:
-            return
-        parent = self._ctx.agents.get(record.parent_id)
-        if parent is None or parent.closed:
-            return
-        try:
-            parent.notify(settlement_text(record), source={"type": NOTICE_SETTLED, **data})
-        except Exception:
-            _log.exception("could not notify the parent of subagent %s", record.id)
-
-
-def settlement_text(record: ContinuableChild) -> str:
-    """The settlement notice a parent reads when one turn of ``record`` settled."""
-    who = f"subagent {record.id}{_quoted(record.label)}"
-    status = record.last_status
-    if status == "settled":
-        head = f"[runtime notice] {who} settled: its turn {record.turns} completed."
-    elif status == "idle":
-        head = f"[runtime notice] {who} was interrupted in its turn {record.turns}."
-    else:
-        head = (
-            f"[runtime notice] {who} failed: its turn {record.turns} ended with stop reason"
-            f" {record.stop_reason}."
-        )
-    lines = [head]
-    if record.diagnostic and status != "settled":
-        lines.append(f"Diagnostic: {record.diagnostic}")
-    if record.last_output:
-        lines.append(f"Final output:\n{record.last_output}")
-    else:
-        lines.append("Final output: (none)")
-    lines.append("It keeps its conversation; continue it with send_message.")
-    return "\n".join(lines)
-
-
-def _last_output(events: Sequence[Event], start: int, end: int) -> str:
-    for index in range(end, start - 1, -1):
-        event = events[index]
-        if event.type == "assistant/message":
-            text = text_of(event.data.get("content"))
-            if text:
-                return text
-    return ""
-
-
-def _quoted(label: str | None) -> str:
-    return f' ("{label}")' if label else ""
-
-
-def _text(message: Content) -> str:
-    if isinstance(message, str):
-        return message
-    return text_of(as_blocks(message))
-
-
-def _unreadable(child_id: str, parent_id: str, label: Any, why: str) -> ContinuableChild:
-    return ContinuableChild(
-        child_id,
-        "unknown",
-        parent_id,
-        label if isinstance(label, str) else None,
-        last_status="failed",
-        diagnostic=why,
-        readable=False,
-    )
+            turn_settled(self._ctx, record, agent, event, quiet=self.draining)

@@ -40,6 +40,7 @@ __all__ = [
     "MAX_DESCENDANTS_VARIABLE",
     "PARENT_VARIABLE",
     "Lineage",
+    "plain_value",
 ]
 
 DEPTH_VARIABLE = "DSH_DELEGATION_DEPTH"
@@ -152,6 +153,16 @@ class Lineage:
         if self.max_depth is not None and self.depth > self.max_depth:
             return f"subagent depth {self.depth} exceeds max_depth {self.max_depth}"
         return None
+
+
+def plain_value(value: Any) -> Any:
+    """A protobuf ``Struct`` / ``ListValue`` (A2A metadata, or a value inside one) as
+    plain Python: dicts, lists, strings, numbers (floats), booleans and None."""
+    if isinstance(value, str | bool | int | float) or value is None:
+        return value
+    if isinstance(value, Mapping):  # Struct (a registered Mapping)
+        return {str(key): plain_value(item) for key, item in value.items()}
+    return [plain_value(item) for item in value]  # ListValue
 
 
 def _non_negative(value: object, what: str) -> int:

@@ -9,6 +9,14 @@ its output fold, in a few hooks:
   the signal, :meth:`~dsh.subagent.SubagentRun.dispose` and ``turn_timeout``.
 * :meth:`RemoteRun.cancel` — ask the child to stop its turn (``session/cancel``,
   ``turn/interrupt``, ``tasks/cancel``...); return whether the request went out.
+  The kit then waits up to ``cancel_grace`` for :meth:`~RemoteRun.turn` to return: an
+  ``aborted`` result it returns in time settles the run as it is (blanks filled: no
+  diagnostic -> the stop's reason, no output -> :meth:`~RemoteRun.partial_output`,
+  unknown usage -> :meth:`~RemoteRun.usage`); anything else (another stop reason, an
+  exception, no return in time; no wait at all when the cancel was not sent) settles
+  ``aborted`` with the stop's reason, :meth:`~RemoteRun.partial_output` and
+  :meth:`~RemoteRun.usage`. After ``turn_timeout`` or :meth:`~RemoteRun.halt` the run
+  settles ``error`` whatever the turn returns.
 * :meth:`RemoteRun.close` — release everything (stop the process tree...).
   Bounded and idempotent; :meth:`RemoteRun.kill_now` is its synchronous last resort.
 
@@ -35,7 +43,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import itertools
 import logging
 import os
@@ -43,21 +50,22 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dsh.subagent._diagnostics import redact_secrets
 from dsh.subagent._errors import StartAborted, StartFailed, SubagentError
 from dsh.subagent._progress import SubagentUsage
+from dsh.subagent._remote_config import RemoteTimeouts, Stages
+from dsh.subagent._remote_tasks import (
+    retrieve_outcome,
+    stray_cancellation,
+    wait_ignoring_cancellation,
+)
 from dsh.subagent._run import RunHandle, SubagentRun
 from dsh.subagent._types import SubagentResult, SubagentStartRequest
 
-__all__ = ["DEFAULT_TURN_TIMEOUT", "RemoteRun", "RemoteTimeouts", "Stages"]
+__all__ = ["RemoteRun"]
 
 _log = logging.getLogger("dsh.subagent.remote")
-
-DEFAULT_TURN_TIMEOUT = 900.0
-"""Seconds a remote child's turn may take by default before it is stopped and the run
-settles ``error`` (a model server that never answers would otherwise hang it)."""
 
 _run_numbers = itertools.count(1)
 
@@ -65,56 +73,6 @@ _TURN_EXIT_GRACE = 1.0
 """Seconds a cancelled turn task gets to end before the teardown goes on without it."""
 _CLOSE_AFTER_KILL = 5.0
 """Seconds a cancelled caller still waits for :meth:`RemoteRun.close` after ``kill_now``."""
-
-
-class RemoteTimeouts(BaseModel):
-    """The time limits every out-of-process provider takes, with the same names."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start_timeout: float = Field(60.0, gt=0)
-    """Seconds the child gets to start and finish its handshake."""
-    turn_timeout: float | None = Field(DEFAULT_TURN_TIMEOUT, gt=0)
-    """Seconds the turn may take before it is stopped and the run settles ``error``.
-    ``0`` (or ``None`` from code) means no limit; the parent can always cancel."""
-    cancel_grace: float = Field(5.0, ge=0)
-    """Seconds a cancelled child gets to confirm before it is stopped anyway (not
-    waited when the cancel request could not be sent)."""
-
-    @field_validator("turn_timeout", mode="before")
-    @classmethod
-    def _zero_is_no_limit(cls, value: Any) -> Any:
-        # TOML has no null: 0 says "no limit" in a preset
-        return None if value == 0 and not isinstance(value, bool) else value
-
-
-class Stages:
-    """Which stage a run is in, so a failure's diagnostic can name it.
-
-    ``stages.enter("initialize")`` ... a failure then reads
-    ``codex initialize failed: <reason>``.
-    """
-
-    __slots__ = ("current", "provider")
-
-    def __init__(self, provider: str, first: str = "start") -> None:
-        self.provider = provider
-        self.current = first
-
-    def enter(self, stage: str) -> None:
-        """Mark the start of ``stage``."""
-        self.current = stage
-
-    def describe(self, error: BaseException) -> str:
-        """A diagnostic for ``error`` naming the current stage."""
-        reason = getattr(error, "message", None)
-        if not isinstance(reason, str) or not reason:
-            reason = str(error)
-            if not reason:
-                reason = type(error).__name__
-            elif not isinstance(error, OSError | TimeoutError):
-                reason = f"{type(error).__name__}: {reason}"
-        return f"{self.provider} {self.current} failed: {reason}"
 
 
 class RemoteRun(abc.ABC):
@@ -155,13 +113,16 @@ class RemoteRun(abc.ABC):
     async def turn(self) -> SubagentResult:
         """Send the task; return the result (raising is a failure of the run).
 
-        Runs in a task of its own; cancelled when the run is stopped."""
+        Runs in a task of its own. Once the run is stopped (signal, dispose), an
+        ``aborted`` result returned within ``cancel_grace`` of :meth:`cancel` is the
+        run's result (see the module docstring); the task is cancelled after that."""
 
     async def cancel(self) -> bool | None:
         """Ask the child to stop its turn: True if the request was sent (the kit then
-        waits ``cancel_grace`` for the turn to end), False if it could not be sent,
-        None if there was nothing to ask (no turn under way yet). With False or None
-        the kit stops the child at once."""
+        waits ``cancel_grace`` for :meth:`turn` to return, and settles with the
+        ``aborted`` result it returns, else ``aborted`` with :meth:`partial_output`),
+        False if it could not be sent, None if there was nothing to ask (no turn under
+        way yet). With False or None the kit stops the child at once."""
         return False
 
     @abc.abstractmethod
@@ -238,7 +199,7 @@ class RemoteRun(abc.ABC):
         if (
             failure is not None
             and not isinstance(failure, Exception)
-            and not _stray_cancellation(failure)
+            and not stray_cancellation(failure)
         ):
             raise failure  # the caller was cancelled (or the process is exiting)
         if timer.cancelled_caught or (failure is not None and timer.cancel_called):
@@ -323,7 +284,7 @@ class RemoteRun(abc.ABC):
         self.stages.enter("turn")
         loop = asyncio.get_running_loop()
         turn = self._turn = loop.create_task(self.turn(), name=f"{self.provider} turn")
-        turn.add_done_callback(_retrieve)
+        turn.add_done_callback(retrieve_outcome)
         stopped = loop.create_task(stop.wait())
         limit = self.timeouts.turn_timeout
         try:
@@ -346,6 +307,9 @@ class RemoteRun(abc.ABC):
                     " (the child or its model server may be unresponsive; it was stopped)"
                 )
             reason = stop.reason or "cancelled"
+            confirmed = self._confirmed(turn, reason)
+            if confirmed is not None:
+                return confirmed
             if sent is False:
                 reason += f" ({self.provider} could not be asked to cancel; it was stopped)"
             elif sent and not turn.done():
@@ -391,6 +355,22 @@ class RemoteRun(abc.ABC):
         if self._halted is None:
             self._halted = diagnostic
         self.stop.abort("halted")
+
+    def _confirmed(self, turn: asyncio.Task[SubagentResult], reason: str) -> SubagentResult | None:
+        """The ``aborted`` result a stopped turn returned by itself (within ``cancel_grace``),
+        its blanks filled: no diagnostic -> ``reason``, no output -> :meth:`partial_output`,
+        unknown usage -> :meth:`usage`. None if it returned nothing of the kind."""
+        if not turn.done() or turn.cancelled() or turn.exception() is not None:
+            return None
+        result = turn.result()
+        if not isinstance(result, SubagentResult) or result.stop_reason != "aborted":
+            return None
+        return replace(
+            result,
+            diagnostic=result.diagnostic or reason,
+            output=result.output or self._partial_output(),
+            usage=self._usage() if result.usage == SubagentUsage.unknown() else result.usage,
+        )
 
     def _turn_result(self, turn: asyncio.Task[SubagentResult]) -> SubagentResult:
         if turn.cancelled():  # nobody cancelled it: it cancelled itself
@@ -471,7 +451,7 @@ class RemoteRun(abc.ABC):
         except asyncio.CancelledError:
             if not task.done():
                 self._kill_now()
-                await _wait_ignoring_cancellation(task, _CLOSE_AFTER_KILL)
+                await wait_ignoring_cancellation(task, _CLOSE_AFTER_KILL)
             raise
 
     async def _close_once(self) -> None:
@@ -499,33 +479,3 @@ class RemoteRun(abc.ABC):
             _log.debug("%s: details() failed", self.provider, exc_info=True)
             extra = ""
         return f"{message}\n{extra}" if extra else message
-
-
-def _retrieve(task: asyncio.Task[Any]) -> None:
-    """Mark a turn's outcome retrieved (a turn that failed after it was cancelled)."""
-    if not task.cancelled():
-        task.exception()
-
-
-def _stray_cancellation(error: BaseException) -> bool:
-    """True for a CancelledError while nobody is cancelling this task: open()'s own
-    (a future it awaited was cancelled), a failure of the start, not the caller's."""
-    if not isinstance(error, asyncio.CancelledError):
-        return False
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() == 0
-
-
-async def _wait_ignoring_cancellation(task: asyncio.Task[None], timeout: float) -> None:
-    """Wait up to ``timeout`` s for ``task``, through anyio scopes' and native
-    cancellations alike (the caller re-raises its cancellation afterwards)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    with anyio.CancelScope(shield=True):
-        while not task.done():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                _log.warning("closing a remote run took more than %g s after kill_now", timeout)
-                return
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({task}, timeout=remaining)

@@ -8,48 +8,55 @@ failure (that is a result with stop reason ``error``); it raises only for an
 infrastructure fault the provider reports with :meth:`RunHandle.fail`.
 
 Giving up waiting never changes the outcome: cancelling a task that awaits
-``run.result`` leaves the child running. Only the request's signal and
-:meth:`SubagentRun.dispose` stop it. ``dispose`` runs the provider's teardown in a
-task of its own, so a caller cancelled while disposing (once or twice) still
-leaves nothing behind: the teardown finishes, and the run counts as disposed only
-then.
+``run.result`` leaves the child running (each waiter waits on a future of its own).
+Only the request's signal and :meth:`SubagentRun.dispose` stop it. ``dispose`` runs
+the provider's teardown in a task of its own, so a caller cancelled while disposing
+(once or twice) still leaves nothing behind: the teardown finishes, and the run
+counts as disposed only then.
+
+The runtime watches a run through its *observer port*: :meth:`RunHandle.attach`
+(one :class:`RunObserver` per run, told of settlement and of the end of dispose),
+the read-only properties, and :func:`handle_of` (a run's handle).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dsh.subagent._progress import SubagentProgress
+from dsh.subagent._stream import DEFAULT_PROGRESS_BUFFER, ProgressHub, ProgressSink, ProgressStream
 from dsh.subagent._types import SubagentResult
 
 if TYPE_CHECKING:
     from dsh.core import Agent
 
-__all__ = ["DEFAULT_PROGRESS_BUFFER", "ProgressSink", "ProgressStream", "RunHandle", "SubagentRun"]
+__all__ = [
+    "DEFAULT_PROGRESS_BUFFER",
+    "ProgressSink",
+    "ProgressStream",
+    "RunHandle",
+    "RunObserver",
+    "SubagentRun",
+    "handle_of",
+]
 
 _log = logging.getLogger("dsh.subagent.run")
 
-DEFAULT_PROGRESS_BUFFER = 1024
-"""Items a :meth:`SubagentRun.progress` subscriber may fall behind before the oldest
-are dropped."""
-
 SettleListener = Callable[[SubagentResult | None, BaseException | None], None]
-ProgressSink = Callable[["RunHandle", SubagentProgress], None]
-"""Called for every item a run emits (the runtime's hook: bus and ancestor runs)."""
 
 
 class RunObserver(Protocol):
-    """The runtime's per-run record (:attr:`RunHandle._observer`): told of settlement
+    """The runtime's per-run record (:meth:`RunHandle.attach`): told of settlement
     and of the end of dispose without a listener list or closures per run."""
 
-    def settled(self, result: SubagentResult | None, error: BaseException | None) -> None: ...
+    def settled(self, result: SubagentResult | None, error: BaseException | None) -> None:
+        """The run settled with ``result`` (None with an infrastructure ``error``)."""
 
-    def disposed(self) -> None: ...
+    def disposed(self) -> None:
+        """The run's dispose has finished (the handle then forgets its observer)."""
 
 
 class _Result:
@@ -70,7 +77,13 @@ class _Result:
         return self._handle._result
 
     def __await__(self) -> Generator[Any, None, SubagentResult]:
-        return self._handle._wait().__await__()
+        handle = self._handle
+        if not handle._settled:
+            yield from handle._wait().__await__()
+        if handle._error is not None:
+            raise handle._error
+        assert handle._result is not None
+        return handle._result
 
 
 def _call(
@@ -82,82 +95,7 @@ def _call(
         _log.exception("settle listener %r failed", listener)
 
 
-class _Subscription:
-    __slots__ = ("buffer", "dropped", "limit", "waiter")
-
-    def __init__(self, limit: int) -> None:
-        self.buffer: deque[SubagentProgress] = deque()
-        self.limit = limit
-        self.dropped = 0
-        self.waiter: asyncio.Future[None] | None = None
-
-    def push(self, item: SubagentProgress) -> None:
-        buffer = self.buffer
-        if len(buffer) >= self.limit:
-            buffer.popleft()
-            self.dropped += 1
-        buffer.append(item)
-        self.wake()
-
-    def wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-
-class ProgressStream:
-    """``async for item in run.progress()``: a run's items until it settles.
-
-    A subscriber that falls behind never slows the child: beyond ``buffer`` items the
-    oldest are dropped and counted in :attr:`dropped`. Iteration ends once the run
-    has settled and the items emitted before that have been read. ``aclose()`` (or
-    leaving an ``async with``) unsubscribes early.
-    """
-
-    __slots__ = ("_handle", "_sub")
-
-    def __init__(self, handle: RunHandle, buffer: int) -> None:
-        if buffer < 1:
-            raise ValueError(f"progress buffer must hold at least 1 item, got {buffer}")
-        self._handle = handle
-        self._sub = _Subscription(buffer)
-        handle._subscribe(self._sub)
-
-    @property
-    def dropped(self) -> int:
-        """Items dropped so far because this subscriber fell behind."""
-        return self._sub.dropped
-
-    def __aiter__(self) -> ProgressStream:
-        return self
-
-    async def __anext__(self) -> SubagentProgress:
-        sub = self._sub
-        while not sub.buffer:
-            subs = self._handle._subs
-            if self._handle._settled or subs is None or sub not in subs:
-                self._handle._unsubscribe(sub)
-                raise StopAsyncIteration
-            sub.waiter = asyncio.get_running_loop().create_future()
-            try:
-                await sub.waiter
-            finally:
-                sub.waiter = None
-        return sub.buffer.popleft()
-
-    async def aclose(self) -> None:
-        """Stop receiving items."""
-        self._handle._unsubscribe(self._sub)
-        self._sub.buffer.clear()
-
-    async def __aenter__(self) -> ProgressStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class RunHandle:
+class RunHandle(ProgressHub):
     """The provider's side of one run: settle it, report progress, see it disposed.
 
     ``dispose`` is the coroutine function that stops the child and waits until it
@@ -187,22 +125,14 @@ class RunHandle:
         "_disposed_listeners",
         "_disposing",
         "_error",
-        "_event",
-        "_id",
         "_label",
         "_listeners",
         "_local_agent",
         "_observer",
-        "_on_watch",
-        "_progress_off",
-        "_progress_source",
         "_provider",
         "_result",
         "_run",
-        "_settled",
-        "_sink",
-        "_subs",
-        "_wanted",
+        "_waiters",
     )
 
     def __init__(
@@ -216,14 +146,13 @@ class RunHandle:
         dispose_now: Callable[[], bool] | None = None,
         on_progress_wanted: Callable[[RunHandle], Callable[[], None] | None] | None = None,
     ) -> None:
-        self._id = id
+        super().__init__(id, on_progress_wanted)
         self._provider = provider
         self._label = label
         self._local_agent = local_agent
-        self._settled = False
         self._result: SubagentResult | None = None
         self._error: BaseException | None = None
-        self._event: asyncio.Event | None = None
+        self._waiters: list[asyncio.Future[None]] | None = None
         self._listeners: list[SettleListener] | None = None
         self._observer: RunObserver | None = None
         self._dispose = dispose
@@ -232,12 +161,6 @@ class RunHandle:
         self._disposed = False
         self._dispose_error: BaseException | None = None
         self._disposed_listeners: list[Callable[[], object]] | None = None
-        self._subs: list[_Subscription] | None = None
-        self._sink: ProgressSink | None = None
-        self._progress_source = on_progress_wanted
-        self._progress_off: Callable[[], None] | None = None
-        self._wanted = False
-        self._on_watch: Callable[[RunHandle], None] | None = None
         self._run: SubagentRun | None = None
 
     @property
@@ -264,6 +187,11 @@ class RunHandle:
         return self._provider
 
     @property
+    def label(self) -> str | None:
+        """The run's label (the request's), or None."""
+        return self._label
+
+    @property
     def local_agent(self) -> Agent | None:
         """The child agent of an in-process run, else None."""
         return self._local_agent
@@ -277,6 +205,19 @@ class RunHandle:
     def disposed(self) -> bool:
         """True once the run's dispose has finished."""
         return self._disposed
+
+    # -- the observer port -------------------------------------------------------------
+
+    def attach(self, observer: RunObserver) -> None:
+        """Make ``observer`` the runtime's record of this run (one per run). It hears
+        of settlement and of the end of dispose, at once if they already happened (a
+        provider may settle, even dispose, before it returns the run)."""
+        self._observer = observer
+        if self._settled:
+            observer.settled(self._result, self._error)
+        if self._disposed:
+            self._observer = None
+            observer.disposed()
 
     # -- settlement ------------------------------------------------------------------
 
@@ -294,8 +235,10 @@ class RunHandle:
         self._settled = True
         self._result = result
         self._error = error
-        if self._event is not None:
-            self._event.set()
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
         observer = self._observer
         if observer is not None:
             try:
@@ -305,7 +248,7 @@ class RunHandle:
         listeners, self._listeners = self._listeners, None
         for listener in listeners or ():
             _call(listener, result, error)
-        self._after_settle()
+        self._end_progress()
         return True
 
     def on_settled(self, listener: SettleListener) -> None:
@@ -317,105 +260,23 @@ class RunHandle:
             self._listeners = []
         self._listeners.append(listener)
 
-    async def _wait(self) -> SubagentResult:
+    async def _wait(self) -> None:
+        # Yield once first: a child whose task is already scheduled (an in-process
+        # child's first step) and ends in that step has settled when this waiter
+        # resumes, in the same loop iteration, without a future or a wake-up.
+        await asyncio.sleep(0)
         if not self._settled:
-            if self._event is None:
-                self._event = asyncio.Event()
-            await self._event.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def _after_settle(self) -> None:
-        # Progress ends at settlement: drop the hooks (they may refer back to this
-        # handle or its child, and nothing calls them any more).
-        self._sink = None
-        self._on_watch = None
-        self._progress_source = None
-        off, self._progress_off = self._progress_off, None
-        if off is not None:
+            # A future per waiter: a waiter that gives up cancels only its own.
+            waiter = asyncio.get_running_loop().create_future()
+            if self._waiters is None:
+                self._waiters = []
+            self._waiters.append(waiter)
             try:
-                off()
-            except Exception:
-                _log.exception("stopping progress of run %s failed", self._id)
-        for sub in self._subs or ():
-            sub.wake()
-
-    # -- progress --------------------------------------------------------------------
-
-    @property
-    def wants_progress(self) -> bool:
-        """True while someone listens to this run's progress (subscriber or runtime)."""
-        return self._wanted
-
-    def emit(self, item: SubagentProgress) -> None:
-        """Report one progress item (no effect once settled or when nobody listens)."""
-        if not self._wanted or self._settled:
-            return
-        subs = self._subs
-        if subs:
-            for sub in subs:
-                sub.push(item)
-        sink = self._sink
-        if sink is not None:
-            try:
-                sink(self, item)
-            except Exception:
-                _log.exception("progress sink of run %s failed", self._id)
-
-    def deliver(self, item: SubagentProgress) -> None:
-        """Hand ``item`` to this run's own subscribers only (the runtime forwards
-        nested runs' items this way)."""
-        if self._settled:
-            return
-        for sub in self._subs or ():
-            sub.push(item)
-
-    def set_sink(self, sink: ProgressSink | None) -> None:
-        """The runtime's hook for every emitted item (None: none); turns progress on."""
-        self._sink = sink
-        if sink is not None:
-            self.want_progress()
-
-    def want_progress(self) -> None:
-        """Turn this run's progress on (starts the provider's source once)."""
-        if self._wanted or self._settled:
-            return
-        self._wanted = True
-        try:
-            self._progress_off = self._start_progress()
-        except Exception:
-            _log.exception("starting progress of run %s failed", self._id)
-        watch = self._on_watch
-        if watch is not None:
-            watch(self)
-
-    def _start_progress(self) -> Callable[[], None] | None:
-        """Start mapping the transport's updates to :meth:`emit` (called once, when
-        someone first wants this run's progress); returns what stops it at
-        settlement. Default: ``on_progress_wanted``."""
-        source = self._progress_source
-        if source is None:
-            return None
-        self._progress_source = None
-        return source(self)
-
-    def _subscribe(self, sub: _Subscription) -> None:
-        if self._subs is None:
-            self._subs = []
-        self._subs.append(sub)
-        self.want_progress()
-
-    def _unsubscribe(self, sub: _Subscription) -> None:
-        if self._subs is not None and sub in self._subs:
-            self._subs.remove(sub)
-            sub.wake()
-
-    @property
-    def has_subscribers(self) -> bool:
-        """True while a :meth:`SubagentRun.progress` iterator is open."""
-        return bool(self._subs)
+                await waiter
+            finally:
+                waiters = self._waiters
+                if waiters is not None and waiter in waiters:
+                    waiters.remove(waiter)
 
     # -- disposal --------------------------------------------------------------------
 
@@ -490,7 +351,7 @@ class SubagentRun:
 
     def __init__(self, handle: RunHandle) -> None:
         self._handle = handle
-        self.id = handle._id
+        self.id = handle.id
         self.provider = handle._provider
         self.label = handle._label
 
@@ -569,3 +430,9 @@ class SubagentRun:
     def __repr__(self) -> str:
         state = "settled" if self.settled else "live"
         return f"<SubagentRun {self.provider}:{self.id} {state}>"
+
+
+def handle_of(run: SubagentRun) -> RunHandle:
+    """The provider's handle behind ``run`` (the runtime's way from a run to its
+    observer port; not for callers, who only read, watch and dispose)."""
+    return run._handle

@@ -1,21 +1,29 @@
-"""``SubagentRuntime``: the named-provider registry at ``ctx.subagents``."""
+"""``SubagentRuntime``: the named-provider registry at ``ctx.subagents``.
+
+The runtime is the front of the engine: it passes a start through the gate
+(:meth:`SubagentRuntime.check_start`), the descendants budget
+(:class:`~dsh.subagent._budget.DescendantsBudget`) and admission control
+(:class:`~dsh.subagent._admission.Admission`, skipped entirely while no cap is
+set), then publishes the run in its :class:`~dsh.subagent._tree.RunTree` (events,
+nesting, progress routing, usage). Each of those knows the runtime only through
+the callables it is given.
+"""
 
 from __future__ import annotations
 
 import builtins
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
-from dsh.core import Agent, Context, Disposer
+from dsh.core import Context, Disposer
 from dsh.subagent._admission import Admission, Gate, QueuedHandle, has_room
+from dsh.subagent._budget import DESCENDANTS_META, DescendantsBudget
 from dsh.subagent._continuable import ContinuableChildren
 from dsh.subagent._continuable_record import ContinuableChild
-from dsh.subagent._diagnostics import cap_diagnostic, redact_secrets
 from dsh.subagent._errors import (
-    CapacityExceeded,
     DepthExceeded,
     Draining,
     DuplicateProvider,
@@ -23,11 +31,15 @@ from dsh.subagent._errors import (
     StartAborted,
     UnsupportedCapability,
 )
-from dsh.subagent._progress import SubagentProgress, SubagentUsage, UsageReport
+from dsh.subagent._progress import UsageReport
 from dsh.subagent._provider import SubagentProvider
-from dsh.subagent._run import RunHandle, SubagentRun
-from dsh.subagent._types import SubagentResult, SubagentStartRequest
+from dsh.subagent._run import RunHandle, SubagentRun, handle_of
+from dsh.subagent._tree import EVENT_END, EVENT_PROGRESS, EVENT_START, RunTree
+from dsh.subagent._types import SubagentStartRequest
 from dsh.subagent._validation import check_max_depth, check_output_schema, depth_violation
+
+if TYPE_CHECKING:
+    from dsh.core import Agent
 
 __all__ = [
     "DESCENDANTS_META",
@@ -46,17 +58,6 @@ _log = logging.getLogger("dsh.subagent")
 SERVICE_NAME = "subagents"
 EVENT_PROVIDER_ADDED = "subagent/provider-added"
 EVENT_PROVIDER_REMOVED = "subagent/provider-removed"
-EVENT_START = "subagent/start"
-EVENT_END = "subagent/end"
-EVENT_PROGRESS = "subagent/progress"
-LEDGER_LIMIT = 100_000
-"""Settled runs the usage ledger keeps (the oldest go first)."""
-DESCENDANTS_META = "max_descendants"
-"""Session-header meta key of a root agent's descendants budget (set from the
-:class:`~dsh.subagent.kit.Lineage` of a child process's parent)."""
-_ROOTS_LIMIT = 10_000
-"""Root agents whose descendants the runtime keeps counting (the oldest go first)."""
-UNLIMITED = "unlimited"
 
 
 class SubagentRuntime:
@@ -73,31 +74,39 @@ class SubagentRuntime:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._providers: dict[str, SubagentProvider] = {}
-        self._live: dict[str, SubagentRun] = {}
-        self._by_child: dict[str, RunHandle] = {}
-        """Runs whose child is an agent of this context, by that agent's id."""
-        self._lineage: dict[str, tuple[str, ...]] = {}
-        """Agent ids above each child agent of this context (parent first)."""
-        self._ledger: dict[str, tuple[tuple[str, ...], _UsageRow]] = {}
-        """Settled runs: the agents above the run (parent first), and its usage as a
-        tuple of plain values (so the collector stops tracking the entry: a long-lived
-        process keeps up to LEDGER_LIMIT of them)."""
         self._draining = False
-        self._admission = Admission(self)
+        self._admission = Admission(
+            gates_of=self._gates_of,
+            spawn=ctx.spawn,
+            draining=self._is_draining,
+            refund=self._refund,
+            started=self._started,
+        )
+        self._tree = RunTree(ctx.events, self._admission.release)
+        self._budget = DescendantsBudget(ctx)
         self._caps: dict[str, int | None] = {}
         """Configured caps by provider name (None: no cap), over the providers' own."""
         self._gates: dict[str, tuple[Gate, ...]] = {}
         """The gates of each provider's runs (empty: no cap), computed on first use."""
-        self._max_descendants: int | None = None
-        self._descendants: dict[str, int] = {}
-        """Runs started so far below each root agent (its descendants, all depths)."""
-        self.continuable = ContinuableChildren(ctx, self)
+        self.continuable = ContinuableChildren(
+            ctx,
+            check_start=self.check_start,
+            get_provider=self.get_provider,
+            budget=self._budget,
+            draining=self._is_draining,
+        )
         """The registry of continuable children (send_message, interrupt, list, report)."""
 
     @property
     def draining(self) -> bool:
         """True once the context is closing (new starts raise ``DRAINING``)."""
         return self._draining
+
+    def _is_draining(self) -> bool:
+        return self._draining
+
+    def _refund(self, root: str | None) -> None:
+        self._budget.refund(root)
 
     @classmethod
     def of(cls, ctx: Context) -> SubagentRuntime:
@@ -136,7 +145,7 @@ class SubagentRuntime:
 
     def live_runs(self) -> builtins.list[SubagentRun]:
         """Runs started through this runtime and not yet disposed."""
-        return list(self._live.values())
+        return self._tree.live_runs()
 
     # -- capacity ------------------------------------------------------------------
 
@@ -160,7 +169,7 @@ class SubagentRuntime:
         for value in (max_running, max_descendants, *(providers or {}).values()):
             if value is not None and (isinstance(value, bool) or value < 1):
                 raise ValueError(f"a cap must be a positive integer or None, got {value!r}")
-        previous = (self._admission.context_limit, dict(self._caps), self._max_descendants)
+        previous = (self._admission.context_limit, dict(self._caps), self._budget.cap)
         self._apply_caps(max_running, dict(providers or {}), max_descendants)
 
         def restore() -> None:
@@ -172,7 +181,7 @@ class SubagentRuntime:
         self, max_running: int | None, caps: dict[str, int | None], max_descendants: int | None
     ) -> None:
         self._caps = caps
-        self._max_descendants = max_descendants
+        self._budget.cap = max_descendants
         self._gates.clear()
         self._admission.configure(max_running)
 
@@ -195,30 +204,10 @@ class SubagentRuntime:
         """Runs waiting for a slot, oldest first."""
         return [handle.run for handle in self._admission.queue]
 
-    def _unborrowed(self, gates: tuple[Gate, ...], agent: Agent) -> tuple[Gate, ...]:
-        """``gates`` minus those a run above ``agent`` holds a slot in: a nested run
-        borrows its ancestors' slots, so a run waiting for its own children can never
-        hold the slot they wait for (no deadlock from nesting within one cap)."""
-        held: set[Gate] = set()
-        by_child = self._by_child
-        agent_id: str | None = agent.id
-        for _ in range(256):
-            handle = by_child.get(agent_id) if agent_id is not None else None
-            if handle is None:
-                break
-            observed = handle._observer
-            if isinstance(observed, _Observed):
-                held.update(observed.held)
-            child = handle._local_agent
-            agent_id = child.parent_id if child is not None else None
-        if not held:
-            return gates
-        return tuple(gate for gate in gates if gate not in held)
-
     def _gates_of(self, name: str, request: SubagentStartRequest) -> tuple[Gate, ...]:
         gates = self._gates_for(name)
         if gates and request.parent.parent_id is not None:
-            gates = self._unborrowed(gates, request.parent)
+            gates = self._tree.unborrowed(gates, request.parent)
         return gates
 
     def _gates_for(self, name: str) -> tuple[Gate, ...]:
@@ -243,8 +232,8 @@ class SubagentRuntime:
         if gates is None:
             gates = self._gates_for(name)
         if gates and request.parent.parent_id is not None:
-            gates = self._unborrowed(gates, request.parent)
-        root = self._take_descendant(request)
+            gates = self._tree.unborrowed(gates, request.parent)
+        root = self._budget.take(request.parent)
         if gates:
             if not has_room(gates):
                 return self._enqueue(provider, request, gates, root)
@@ -254,9 +243,9 @@ class SubagentRuntime:
         except BaseException:
             if gates:
                 self._admission.release(gates)
-            self._refund_descendant(root)
+            self._budget.refund(root)
             raise
-        self._observe(run, request, gates)
+        self._tree.observe(run, request, gates)
         return run
 
     def _enqueue(
@@ -271,8 +260,11 @@ class SubagentRuntime:
         handle.root = root
         run = handle.run
         self._admission.enqueue(handle)
-        self._observe(run, request, queued=True)  # (a sink gets the queued item at once)
+        self._tree.observe(run, request, queued=True)  # (a sink gets the queued item at once)
         return run
+
+    def _started(self, outer: RunHandle, inner: RunHandle, gates: tuple[Gate, ...]) -> None:
+        self._tree.started(outer, inner, gates)
 
     async def start_continuable(self, name: str, request: SubagentStartRequest) -> ContinuableChild:
         """Start a continuable child on provider ``name`` (one with
@@ -311,130 +303,22 @@ class SubagentRuntime:
 
     # -- descendants budget --------------------------------------------------------------
 
-    def _root_of(self, agent: Agent) -> Agent:
-        """The topmost live agent above ``agent`` (itself for a root agent)."""
-        agents = self._ctx.agents
-        root = agent
-        for _ in range(256):
-            parent_id = root.parent_id
-            if parent_id is None:
-                break
-            upper = agents.get(parent_id)
-            if upper is None:
-                break
-            root = upper
-        return root
-
-    def _descendants_cap(self, root: Agent) -> int | None:
-        cap = self._max_descendants
-        inherited = root.session.header.meta.get(DESCENDANTS_META)
-        if isinstance(inherited, int) and not isinstance(inherited, bool) and inherited >= 0:
-            cap = inherited if cap is None else min(cap, inherited)
-        return cap
-
     def descendants(self, agent: Agent) -> tuple[int, int | None]:
         """Runs started so far in ``agent``'s delegation tree (below its root agent, in
         this process), and the tree's ``max_descendants`` (None: no cap)."""
-        root = self._root_of(agent)
-        return self._descendants.get(root.id, 0), self._descendants_cap(root)
+        return self._budget.count(agent)
 
     def descendants_budget(self, agent: Agent) -> int | None:
         """How many more runs ``agent``'s tree may start (None: no cap); what a child
         in another process inherits as its own ``max_descendants``."""
-        count, cap = self.descendants(agent)
+        count, cap = self._budget.count(agent)
         return None if cap is None else max(cap - count, 0)
-
-    def _take_descendant(self, request: SubagentStartRequest) -> str | None:
-        """Count one more descendant of the request's root agent; raises
-        ``CAPACITY_EXCEEDED`` when the tree is at its cap. Returns what to refund."""
-        root = self._root_of(request.parent)
-        cap = self._descendants_cap(root)
-        if cap is None:
-            return None
-        counts = self._descendants
-        count = counts.get(root.id, 0)
-        if count >= cap:
-            raise CapacityExceeded(
-                f"the delegation tree already has {count} descendants (max_descendants ="
-                f" {cap}); finish with what you have, or do the rest of the work yourself"
-                " without delegating"
-            )
-        counts[root.id] = count + 1
-        if len(counts) > _ROOTS_LIMIT:
-            del counts[next(iter(counts))]
-        return root.id
-
-    def _refund_descendant(self, root: str | None) -> None:
-        """Uncount a run that never started (its start raised or failed)."""
-        if root is not None and self._descendants.get(root, 0) > 0:
-            self._descendants[root] -= 1
 
     def observe(self, run: SubagentRun, request: SubagentStartRequest) -> None:
         """Emit ``subagent/start`` now and one ``subagent/end`` at settlement; route the
         run's progress (bus and the runs above it). ``start`` does this; a caller that
         started a run through ``provider.start`` directly may call it once."""
-        self._observe(run, request)
-
-    def _observe(
-        self,
-        run: SubagentRun,
-        request: SubagentStartRequest,
-        gates: tuple[Gate, ...] = (),
-        *,
-        queued: bool = False,
-    ) -> _Observed:
-        parent = request.parent
-        bus = self._ctx.events
-        handle = run._handle
-        base: dict[str, Any] = {
-            "run_id": run.id,
-            "provider": run.provider,
-            "parent_agent": parent.id,
-            "label": request.label,
-            "depth": parent.depth + 1,
-        }
-        bus.emit(EVENT_START, {**base, "state": "queued"} if queued else base, scope=parent.id)
-        self._live[run.id] = run
-        above_agents = (parent.id, *self._lineage.get(parent.id, ()))
-        observed = handle._observer = _Observed(self, handle, parent.id, above_agents, base)
-        observed.gates = observed.held = gates
-        child = handle._local_agent
-        if child is not None:
-            self._attach_child(observed, handle, child)
-        above = self._by_child.get(parent.id)
-        if above is not None and above._wanted:
-            self._forward(above, SubagentProgress(
-                "child_start", (run.id,), run_id=run.id, provider=run.provider,
-                label=request.label,
-            ))  # fmt: skip
-        if (above is not None and above._wanted) or bus.has_listeners(EVENT_PROGRESS):
-            handle.set_sink(self._route(parent.id))
-        if child is not None and not handle._wanted:
-            handle._on_watch = self._watch_handle
-        if handle._settled:  # (a provider may settle before it returns the run)
-            observed.settled(handle._result, handle._error)
-        if handle._disposed:
-            handle._observer = None
-            observed.disposed()
-        return observed
-
-    def _attach_child(self, observed: _Observed, handle: RunHandle, child: Agent) -> None:
-        observed.child_id = child.id
-        self._by_child[child.id] = handle
-        self._lineage[child.id] = observed.above
-
-    def _attach_inner(self, outer: RunHandle, inner: RunHandle) -> None:
-        """A queued run started: its inner run's child agent is the outer run's."""
-        child = inner._local_agent
-        observed = outer._observer
-        if child is None or not isinstance(observed, _Observed):
-            return
-        outer._local_agent = child
-        if isinstance(outer, QueuedHandle):
-            observed.held = outer.gates  # (the inner run releases them when disposed)
-        self._attach_child(observed, outer, child)
-        if not outer._wanted:
-            outer._on_watch = self._watch_handle
+        self._tree.observe(run, request)
 
     # -- usage -----------------------------------------------------------------------
 
@@ -442,84 +326,20 @@ class SubagentRuntime:
         """What the delegations below ``agent`` cost: every settled run started by it
         or by any of its descendants in this process (a remote child's figure already
         includes what its own children cost), and the total."""
-        runs = {
-            run_id: _usage_of(row)
-            for run_id, (above, row) in self._ledger.items()
-            if agent.id in above
-        }
-        total = SubagentUsage()
-        for usage in runs.values():
-            total = total + usage
-        return UsageReport(total, runs)
-
-    # -- progress routing ----------------------------------------------------------
-
-    def _route(self, parent_id: str) -> Any:
-        bus = self._ctx.events
-
-        def sink(handle: RunHandle, item: SubagentProgress) -> None:
-            if bus.has_listeners(EVENT_PROGRESS):
-                bus.emit(
-                    EVENT_PROGRESS,
-                    {"run_id": handle._id, "item": item},
-                    scope=parent_id,
-                )
-            above = self._by_child.get(parent_id)
-            if above is not None and above._wanted:
-                self._forward(above, item.nested(handle._id))
-
-        return sink
-
-    def _forward(self, handle: RunHandle, item: SubagentProgress) -> None:
-        """Deliver a nested run's ``item`` (path already relative to ``handle``) to
-        ``handle``'s subscribers, and on up the tree."""
-        handle.deliver(item)
-        parent = handle._local_agent
-        owner = parent.parent_id if parent is not None else None
-        above = self._by_child.get(owner) if owner is not None else None
-        if above is not None and above._wanted:
-            self._forward(above, item.nested(handle._id))
+        return self._tree.ledger.report(agent.id)
 
     def watch_progress(self, run: SubagentRun) -> None:
         """Turn on progress for ``run`` and every live run below it (a subscriber of
         ``run`` wants the nested runs' items too)."""
-        run._handle.want_progress()
-        self._watch_handle(run._handle)
-
-    def _watch_handle(self, handle: RunHandle) -> None:
-        child = handle._local_agent
-        if child is None:
-            return
-        for handle in list(self._by_child.values()):
-            agent = handle._local_agent
-            if (
-                agent is not None
-                and agent.parent_id is not None
-                and handle._sink is None
-                and self._descends_from(agent.parent_id, child.id)
-            ):
-                handle.set_sink(self._route(agent.parent_id))
-
-    def _descends_from(self, agent_id: str | None, ancestor: str) -> bool:
-        seen = 0
-        while agent_id is not None and seen < 256:
-            if agent_id == ancestor:
-                return True
-            upper = self._by_child.get(agent_id)
-            if upper is None or upper._local_agent is None:
-                return False
-            agent_id = upper._local_agent.parent_id
-            seen += 1
-        return False
+        self._tree.watch(handle_of(run))
 
     async def aclose(self) -> None:
         """Refuse new starts, drain continuable children and dispose every live run
         (the context is closing)."""
         self._draining = True
-        for handle in list(self._admission.queue):
-            handle._finish_queued("the subagent runtime is shutting down")
+        self._admission.abandon("the subagent runtime is shutting down")
         await self.continuable.aclose()
-        runs = list(self._live.values())
+        runs = self._tree.live_runs()
         if not runs:
             return
         with anyio.CancelScope(shield=True):
@@ -544,95 +364,3 @@ async def _dispose_quietly(run: SubagentRun) -> None:
         await run.dispose()
     except Exception:
         _log.exception("disposing run %s at shutdown failed", run.id)
-
-
-class _Observed:
-    """The runtime's record of one published run (the handle's observer): emits the
-    run's ``subagent/end``, keeps its usage, releases its slots, forgets it when
-    disposed. One object per run instead of closures; the handle drops it once the
-    run's dispose has finished."""
-
-    __slots__ = ("above", "base", "child_id", "gates", "handle", "held", "parent_id", "runtime")
-
-    def __init__(
-        self,
-        runtime: SubagentRuntime,
-        handle: RunHandle,
-        parent_id: str,
-        above: tuple[str, ...],
-        base: dict[str, Any],
-    ) -> None:
-        self.runtime = runtime
-        self.handle = handle
-        self.parent_id = parent_id
-        self.above = above
-        self.base = base
-        self.child_id: str | None = None
-        self.gates: tuple[Gate, ...] = ()
-        """Slots to give back when the run's dispose has finished."""
-        self.held: tuple[Gate, ...] = ()
-        """Slots the run holds (nested runs borrow them)."""
-
-    def settled(self, result: SubagentResult | None, error: BaseException | None) -> None:
-        runtime = self.runtime
-        handle = self.handle
-        child_id = self.child_id
-        if child_id is not None and runtime._by_child.get(child_id) is handle:
-            del runtime._by_child[child_id]
-        ledger = runtime._ledger
-        ledger[handle._id] = (self.above, _row_of(result.usage if result is not None else None))
-        if len(ledger) > LEDGER_LIMIT:
-            del ledger[next(iter(ledger))]  # bounded: the oldest run goes
-        stop = result.stop_reason if result is not None else "error"
-        upper = runtime._by_child.get(self.parent_id)
-        if upper is not None and upper._wanted:
-            runtime._forward(upper, SubagentProgress(
-                "child_end", (handle._id,), run_id=handle._id, provider=handle._provider,
-                label=handle._label, stop_reason=stop,
-            ))  # fmt: skip
-        bus = runtime._ctx.events
-        if not bus.has_listeners(EVENT_END):
-            return
-        data = dict(self.base)
-        data["stop_reason"] = stop
-        if result is not None:
-            data["diagnostic"] = result.diagnostic
-            data["usage"] = result.usage
-        else:
-            data["diagnostic"] = cap_diagnostic(redact_secrets(f"{type(error).__name__}: {error}"))
-        bus.emit(EVENT_END, data, scope=self.parent_id)
-
-    def disposed(self) -> None:
-        runtime = self.runtime
-        runtime._live.pop(self.handle._id, None)
-        if self.child_id is not None:
-            runtime._lineage.pop(self.child_id, None)
-        self.held = ()
-        gates = self.gates
-        if gates:
-            self.gates = ()
-            runtime._admission.release(gates)
-
-
-_UsageRow = tuple[int, int, int | None, int | None, float | None, bool] | None
-"""A :class:`SubagentUsage` as plain values (None: unknown)."""
-
-
-def _row_of(usage: SubagentUsage | None) -> _UsageRow:
-    if usage is None or usage is _UNKNOWN_USAGE:
-        return None
-    return (
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cached_input_tokens,
-        usage.reasoning_tokens,
-        usage.cost_usd,
-        usage.incomplete,
-    )
-
-
-def _usage_of(row: _UsageRow) -> SubagentUsage:
-    return _UNKNOWN_USAGE if row is None else SubagentUsage(*row)
-
-
-_UNKNOWN_USAGE = SubagentUsage.unknown()

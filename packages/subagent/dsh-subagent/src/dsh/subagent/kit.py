@@ -1,7 +1,10 @@
 """The provider kit: what a transport's author builds a provider from.
 
 * :class:`RemoteRun` — the lifecycle of a child outside this process (open,
-  publish, turn, cancel, teardown, settle once); a transport writes the hooks.
+  publish, turn, cancel, teardown, settle once); a transport writes the hooks. After
+  a cancel, an ``aborted`` result that ``turn()`` returns within ``cancel_grace`` is
+  the run's (blanks filled from the stop's reason, ``partial_output()``, ``usage()``);
+  any other outcome settles ``aborted`` with ``partial_output()`` and ``usage()``.
 * :class:`RemoteTimeouts` — ``start_timeout`` / ``turn_timeout`` / ``cancel_grace``,
   the same names for every provider (subclass it for your config).
 * :class:`Stages` — name the stage a failure happened in.
@@ -13,7 +16,8 @@
   :class:`Lineage` — depth, limit and descendants budget carried to a child in
   another process (at most :data:`DEFAULT_MAX_DEPTH` deep unless a row sets a number).
 * :data:`LINEAGE_EXTENSION_URI` — the A2A agent card extension of an agent that
-  honours :class:`Lineage` (``dsh a2a`` declares it; the ``a2a`` provider checks it).
+  honours :class:`Lineage` (``dsh a2a`` declares it; the ``a2a`` provider checks it);
+  :func:`plain_value` — A2A metadata (a protobuf ``Struct``) as plain Python.
 * :func:`process_max_running` — the default cap on running children a provider of
   local processes declares (``max_running = process_max_running()``): the cores.
 
@@ -29,9 +33,10 @@ from dsh.subagent._diagnostics import (
     clean_text,
     redact_secrets,
 )
-from dsh.subagent._lineage import DEFAULT_MAX_DEPTH, LINEAGE_EXTENSION_URI, Lineage
+from dsh.subagent._lineage import DEFAULT_MAX_DEPTH, LINEAGE_EXTENSION_URI, Lineage, plain_value
 from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
-from dsh.subagent._remote import DEFAULT_TURN_TIMEOUT, RemoteRun, RemoteTimeouts, Stages
+from dsh.subagent._remote import RemoteRun
+from dsh.subagent._remote_config import DEFAULT_TURN_TIMEOUT, RemoteTimeouts, Stages
 from dsh.subagent._validation import effective_max_depth
 
 __all__ = [
@@ -49,6 +54,7 @@ __all__ = [
     "cap_diagnostic",
     "clean_text",
     "effective_max_depth",
+    "plain_value",
     "process_max_running",
     "redact_secrets",
     "turn_usage",

@@ -20,7 +20,8 @@ starts processes:
 * :class:`ProcessPool` — warm processes for runs to take (:class:`PoolConfig`:
   ``size``, ``max_runs``, ``idle_timeout``), recycled after errors, cancels, too
   many runs, an exit, or idleness; a transport subclasses :class:`PooledProcess`;
-  :class:`PoolsByContext` gives a provider one pool per context, closed with it.
+  :class:`PoolsByContext` gives a provider one pool per context, closed with it;
+  :func:`start_pooled_process` is a pool's ``start`` (spawn, connect, handshake).
 
 A watchdog process (started with the first child) kills every child tree of this
 process if this process dies, however it dies; at start it also sweeps trees a
@@ -31,14 +32,10 @@ from dsh.subprocess._config import SubprocessConfig
 from dsh.subprocess._cwd import check_directory, resolve_child_cwd
 from dsh.subprocess._env import SAFE_ENV_NAMES, EnvNames, EnvVariables, scrubbed_env
 from dsh.subprocess._errors import ProcessStartError
-from dsh.subprocess._pool import (
-    PoolClosed,
-    PoolConfig,
-    PooledProcess,
-    PoolsByContext,
-    ProcessPool,
-    Starting,
-)
+from dsh.subprocess._pool import ProcessPool
+from dsh.subprocess._pool_start import start_pooled_process
+from dsh.subprocess._pooled import PoolClosed, PoolConfig, PooledProcess, Starting
+from dsh.subprocess._pools import PoolsByContext
 from dsh.subprocess._process import ChildProcess, Ending
 from dsh.subprocess._run import SubprocessRun, provider_env, provider_sandbox
 from dsh.subprocess._sandbox import Sandbox, SandboxUnavailableError, check_sandbox
@@ -73,5 +70,6 @@ __all__ = [
     "provider_sandbox",
     "resolve_child_cwd",
     "scrubbed_env",
+    "start_pooled_process",
     "watchdog",
 ]

@@ -19,7 +19,6 @@ it if this process dies.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import os
@@ -27,7 +26,6 @@ import signal
 import subprocess
 import threading
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -36,6 +34,7 @@ import anyio
 from dsh.subprocess._errors import ProcessStartError
 from dsh.subprocess._sandbox import Sandbox, check_command
 from dsh.subprocess._scan import TAG_VARIABLE, proc_available
+from dsh.subprocess._spawn import Spawn, kill_popen, spawn_limiter, start_error
 from dsh.subprocess._supervisor import RunTag, sweep_off_loop, watchdog
 from dsh.subprocess._tail import StderrTail
 
@@ -124,18 +123,18 @@ class ChildProcess:
             full_env.update(tag.env)
         elif TAG_VARIABLE not in full_env and os.environ.get(TAG_VARIABLE):
             full_env[TAG_VARIABLE] = os.environ[TAG_VARIABLE]
-        spawn = _Spawn(list(argv), full_env, cwd, tag, sandbox)
+        spawn = Spawn(list(argv), full_env, cwd, tag, sandbox)
         try:
-            popen = await anyio.to_thread.run_sync(spawn.run, limiter=_spawn_limiter())
+            popen = await anyio.to_thread.run_sync(spawn.run, limiter=spawn_limiter())
         except (OSError, ValueError) as exc:
-            raise ProcessStartError(_start_error(what, argv[0], cwd, exc)) from exc
+            raise ProcessStartError(start_error(what, argv[0], cwd, exc)) from exc
         except BaseException:
             spawn.abandon()  # cancelled: the thread may have started the process anyway
             raise
         try:
             return await cls._attach(popen, argv, tag, stream_limit, stderr_tail_bytes)
         except BaseException:
-            _kill_popen(popen, tag)
+            kill_popen(popen, tag)
             raise
 
     @classmethod
@@ -398,131 +397,6 @@ class ChildProcess:
             pump.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await pump
-
-
-class _Spawn:
-    """One start in a worker thread, and who kills its process if the caller that
-    waits for the thread is cancelled (before or after the process exists)."""
-
-    __slots__ = ("abandoned", "argv", "cwd", "env", "lock", "popen", "sandbox", "tag")
-
-    def __init__(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        cwd: str,
-        tag: RunTag | None,
-        sandbox: Sandbox | None = None,
-    ):
-        self.argv, self.env, self.cwd, self.tag = argv, env, cwd, tag
-        self.sandbox = sandbox
-        self.lock = threading.Lock()
-        self.popen: subprocess.Popen[bytes] | None = None
-        self.abandoned = False
-
-    def run(self) -> subprocess.Popen[bytes]:
-        if self.sandbox:
-            # bwrap --die-with-parent dies with the *thread* that started it: never an
-            # anyio worker (they exit when idle), one of the spawner's, which live on
-            argv = self.sandbox.wrap(self.argv, self.cwd)
-            popen = _sandbox_spawner().submit(_spawn, argv, self.env, self.cwd).result()
-        else:
-            popen = _spawn(self.argv, self.env, self.cwd)
-        with self.lock:
-            self.popen = popen
-            abandoned = self.abandoned
-        if abandoned:
-            _kill_popen(popen, self.tag)
-        return popen
-
-    def abandon(self) -> None:
-        with self.lock:
-            self.abandoned = True
-            popen = self.popen
-        if popen is not None:
-            _kill_popen(popen, self.tag)
-
-
-_SPAWN_THREADS = 8
-"""Worker threads that spawn at once (per event loop), apart from anyio's default pool:
-a fan-out does not take every token other blocking work needs, and more threads do
-not start processes faster (200 starts: the same wall time with 8 as with 40)."""
-_spawn_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-_spawner: concurrent.futures.ThreadPoolExecutor | None = None
-_spawner_lock = threading.Lock()
-
-
-def _sandbox_spawner() -> concurrent.futures.ThreadPoolExecutor:
-    """Threads that start sandboxed processes and live as long as this process."""
-    global _spawner
-    with _spawner_lock:
-        if _spawner is None:
-            _spawner = concurrent.futures.ThreadPoolExecutor(
-                _SPAWN_THREADS, thread_name_prefix="dsh-sandbox-spawn"
-            )
-        return _spawner
-
-
-def _forget_spawner() -> None:
-    global _spawner
-    _spawner = None  # a forked child has none of its parent's threads
-
-
-os.register_at_fork(after_in_child=_forget_spawner)
-
-
-def _spawn_limiter() -> anyio.CapacityLimiter:
-    loop = asyncio.get_running_loop()
-    limiter = _spawn_limiters.get(loop)
-    if limiter is None:
-        limiter = _spawn_limiters[loop] = anyio.CapacityLimiter(_SPAWN_THREADS)
-    return limiter
-
-
-def _start_error(what: str, command: str, cwd: str, exc: OSError | ValueError) -> str:
-    reason = getattr(exc, "strerror", None) or str(exc)
-    if getattr(exc, "filename", None) == cwd and cwd != command:
-        return f"could not start {what} {command!r} in {cwd!r}: {reason}"
-    return f"could not start {what} {command!r}: {reason}"
-
-
-def _spawn(argv: list[str], env: dict[str, str], cwd: str) -> subprocess.Popen[bytes]:
-    try:
-        # before the child exists: a parent killed between the two would orphan it
-        watchdog().ensure_started()
-    except Exception:
-        _log.debug("could not start the watchdog", exc_info=True)
-    popen = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-        close_fds=True,
-    )
-    try:
-        watchdog().add_group(popen.pid)
-    except Exception:  # the watchdog is a second line of defence, never a reason to fail
-        _log.debug("could not register group %d with the watchdog", popen.pid, exc_info=True)
-    return popen
-
-
-def _kill_popen(popen: subprocess.Popen[bytes], tag: RunTag | None) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(popen.pid, signal.SIGKILL)
-    if tag is not None:
-        tag.sweep_later()
-    for stream in (popen.stdin, popen.stdout, popen.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-    threading.Thread(target=popen.wait, name="dsh-child-reap", daemon=True).start()
 
 
 def _live_members(pgid: int) -> list[int]:

@@ -31,7 +31,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dsh.core import PROTECTED_NAMES, SANDBOX_ENV, SandboxPolicy
@@ -94,10 +94,7 @@ class Sandbox:
         return args
 
     def _writable(self, cwd: str) -> list[str]:
-        dirs = list(self.policy.writable_dirs(cwd))
-        if self.policy.mode == "workspace-write":
-            dirs += [os.path.realpath(d) for d in self.extra_writable]
-        return _outermost(dirs)
+        return list(self.policy.bind_dirs(cwd, self.extra_writable))
 
     def _protected(self, writable: list[str]) -> list[str]:
         found = [
@@ -107,11 +104,11 @@ class Sandbox:
             if os.path.lexists(os.path.join(directory, name))
         ]
         found += [p for p in self.policy.protected if os.path.exists(p)]
-        return [p for p in dict.fromkeys(found) if _inside_any(p, writable)]
+        return [p for p in dict.fromkeys(found) if SandboxPolicy.inside(p, writable)]
 
     def _allowed(self, writable: list[str]) -> list[str]:
         allowed = (os.path.realpath(p) for p in self.allow_write)
-        return [p for p in allowed if os.path.exists(p) and _inside_any(p, writable)]
+        return [p for p in allowed if os.path.exists(p) and SandboxPolicy.inside(p, writable)]
 
 
 def check_command(what: str, command: str, env: Mapping[str, str], cwd: str) -> None:
@@ -126,20 +123,6 @@ def check_command(what: str, command: str, env: Mapping[str, str], cwd: str) -> 
         raise ProcessStartError(f"could not start {what} {command!r}: No such file or directory")
     if not os.access(path, os.X_OK) or os.path.isdir(path):
         raise ProcessStartError(f"could not start {what} {command!r}: Permission denied")
-
-
-def _under(path: str, root: str) -> bool:
-    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
-
-
-def _inside_any(path: str, roots: Iterable[str]) -> bool:
-    return any(_under(path, root) for root in roots)
-
-
-def _outermost(dirs: Iterable[str]) -> list[str]:
-    """``dirs`` without the ones inside another (binding both is redundant), in order."""
-    unique = list(dict.fromkeys(dirs))
-    return [d for d in unique if not any(o != d and _under(d, o) for o in unique)]
 
 
 _checked: str | None = None

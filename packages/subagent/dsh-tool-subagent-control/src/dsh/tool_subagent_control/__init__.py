@@ -9,13 +9,8 @@
     name = "dsh-tool-subagent-control"
 """
 
-from __future__ import annotations
-
-from pydantic import BaseModel, ConfigDict
-
-from dsh.core import Context, EffectScope, Plugin
-from dsh.subagent import SubagentRuntime
-from dsh.tool_subagent_control.tools import (
+from dsh.tool_subagent_control._plugin import ControlConfig, plugin
+from dsh.tool_subagent_control._tools import (
     InterruptArgs,
     ListAgentsArgs,
     SendMessageArgs,
@@ -36,19 +31,3 @@ __all__ = [
     "plugin",
     "send_message_tool",
 ]
-
-
-class ControlConfig(BaseModel):
-    """Config of ``dsh-tool-subagent-control`` (none yet)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-def apply(ctx: Context, config: ControlConfig, effects: EffectScope) -> None:
-    """Register ``send_message``, ``interrupt_agent`` and ``list_agents``."""
-    SubagentRuntime.of(ctx)  # the registry the tools use lives for the context
-    for tool in (send_message_tool, interrupt_agent_tool, list_agents_tool):
-        effects.add(ctx.tools.register(tool))
-
-
-plugin = Plugin("dsh-tool-subagent-control", apply, ControlConfig)

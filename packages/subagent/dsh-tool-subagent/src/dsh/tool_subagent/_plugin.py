@@ -15,9 +15,14 @@ from __future__ import annotations
 import weakref
 
 from dsh.core import BusEvent, Context, Disposer, DshError, EffectScope, Plugin
-from dsh.subagent import SubagentProvider, SubagentRuntime, supports_continuable
+from dsh.subagent import (
+    SubagentProvider,
+    SubagentRuntime,
+    installed_providers,
+    supports_continuable,
+)
+from dsh.tool_subagent._build import build_tool
 from dsh.tool_subagent._config import SubagentToolConfig
-from dsh.tool_subagent._tool import build_tool
 
 __all__ = ["SubagentToolError", "check_compatible", "plugin"]
 
@@ -62,19 +67,21 @@ def check_compatible(config: SubagentToolConfig, provider: SubagentProvider) -> 
         )
 
 
-def _missing_provider(ctx: Context, runtime: SubagentRuntime, config: SubagentToolConfig) -> str:
-    registered = ", ".join(f'"{name}"' for name in runtime.list()) or "none"
-    installed = [
-        name
-        for name in ctx.plugins.available()
-        if name.startswith("dsh-subagent-") and name != "dsh-subagent-in-process-driver"
-    ]
-    hint = f" (installed provider plugins: {', '.join(installed)})" if installed else ""
-    return (
-        f'tool "{config.tool_name}": no subagent provider named "{config.provider}" is'
-        f" registered (registered: {registered}); add a [[plugin]] row for the provider's"
-        f" plugin{hint}, or set provider to one of the registered names"
-    )
+def _missing_provider(runtime: SubagentRuntime, config: SubagentToolConfig) -> str:
+    registered = runtime.list()
+    where = f'tool "{config.tool_name}": no subagent provider named "{config.provider}" is'
+    names = ", ".join(f'"{name}"' for name in registered) or "none"
+    installed = installed_providers()
+    row = next((p.plugin for p in installed if p.name == config.provider and p.plugin), None)
+    if row is not None:  # installed, its plugin not loaded
+        fix = f'provider "{config.provider}" is installed: add a [[plugin]] row with name = "{row}"'
+    else:
+        others = [p.describe() for p in installed if p.name not in registered]
+        fix = (
+            "add a [[plugin]] row for the provider's plugin (installed providers not loaded:"
+            f" {', '.join(others) or 'none'})"
+        )
+    return f"{where} registered (registered: {names}); {fix}, or set provider to a registered name"
 
 
 def apply(ctx: Context, config: SubagentToolConfig, effects: EffectScope) -> None:
@@ -119,7 +126,7 @@ def apply(ctx: Context, config: SubagentToolConfig, effects: EffectScope) -> Non
             raise problem[0]
         provider = runtime.get_provider(config.provider)
         if provider is None:
-            raise SubagentToolError(_missing_provider(ctx, runtime, config))
+            raise SubagentToolError(_missing_provider(runtime, config))
         if not registration:
             register(provider)
 

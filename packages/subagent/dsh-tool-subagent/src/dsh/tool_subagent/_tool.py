@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dsh.core import Tool, ToolContext, ToolResult
+from dsh.core import ToolContext, ToolResult
 from dsh.subagent import (
     SubagentError,
     SubagentProvider,
@@ -18,7 +18,6 @@ __all__ = [
     "DelegateArgs",
     "DelegateBackgroundArgs",
     "DelegateContinuableArgs",
-    "build_tool",
     "describe_tool",
     "run_foreground",
     "start_request",
@@ -120,28 +119,3 @@ async def run_foreground(
             f"subagent could not start: {exc.message}", is_error=True, data={"code": exc.code}
         )
     return (await collect(run)).tool_result()
-
-
-def build_tool(
-    runtime: SubagentRuntime, config: SubagentToolConfig, provider: SubagentProvider
-) -> Tool:
-    """The tool instance for ``config`` bound to ``provider``."""
-    if config.enable_run_in_background:
-        from dsh.tool_subagent._background import run_delegation
-
-        async def run_with_background(args: DelegateArgs, tctx: ToolContext) -> ToolResult:
-            return await run_delegation(runtime, config, args, tctx)
-
-        arguments: type[DelegateArgs] = (
-            DelegateContinuableArgs
-            if config.background_mode == "continuable"
-            else DelegateBackgroundArgs
-        )
-        return Tool.from_model(
-            config.tool_name, describe_tool(config, provider), arguments, run_with_background
-        )
-
-    async def run(args: DelegateArgs, tctx: ToolContext) -> ToolResult:
-        return await run_foreground(runtime, config, args, tctx)
-
-    return Tool.from_model(config.tool_name, describe_tool(config, provider), DelegateArgs, run)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from dsh.core import DshError
 from dsh.tool_fs._files import HardLinked, lstat_of, open_regular, quote, walk
 from dsh.tool_fs._glob import check_glob, compile_glob
 from dsh.tool_fs._paths import FsError, Root
@@ -40,7 +41,7 @@ _GREP_MAX_FILE = 32 * 1024 * 1024
 _SEEK_CHUNK = 1 << 16
 
 
-class Stopped(Exception):
+class Stopped(DshError):
     """The call was cancelled while the operation ran."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types
 from mcp.shared.exceptions import MCPError
@@ -15,7 +15,7 @@ from dsh.core import Tool, ToolContext, ToolResult
 from dsh.tool_mcp._errors import McpError
 
 if TYPE_CHECKING:
-    from dsh.tool_mcp._connection import McpConnection
+    from dsh.tool_mcp._config import McpServerConfig
 
 __all__ = ["make_tool", "result_text", "tool_name"]
 
@@ -25,13 +25,32 @@ _NOT_A_NAME_CHARACTER = re.compile(r"[^A-Za-z0-9_-]")
 _TITLE_ARGUMENTS = 120
 
 
+class ServerConnection(Protocol):
+    """What a tool needs of its server's connection (``McpConnection`` is one)."""
+
+    config: McpServerConfig
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+        ...
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """Call ``tool`` on the server."""
+        ...
+
+    async def lost_reason(self, tool: str) -> str:
+        """Why the server went away during a call of ``tool``."""
+        ...
+
+
 def tool_name(server: str, tool: str) -> str:
     """The dsh name of ``tool`` of ``server``: ``<server>__<tool>``, with characters a
     dsh tool name cannot hold (``.``, ``/``, spaces...) replaced by ``_``."""
     return f"{server}{SEPARATOR}{_NOT_A_NAME_CHARACTER.sub('_', tool) or '_'}"
 
 
-def make_tool(connection: McpConnection, remote: mcp_types.Tool) -> Tool:
+def make_tool(connection: ServerConnection, remote: mcp_types.Tool) -> Tool:
     """The dsh tool that calls ``remote`` on ``connection``'s server."""
     config = connection.config
     server = connection.name
@@ -78,7 +97,7 @@ def _arguments(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def call_tool(
-    connection: McpConnection, remote: str, name: str, arguments: dict[str, Any]
+    connection: ServerConnection, remote: str, name: str, arguments: dict[str, Any]
 ) -> ToolResult:
     """Call ``remote`` and map the outcome; every failure becomes an error result."""
     server = connection.name

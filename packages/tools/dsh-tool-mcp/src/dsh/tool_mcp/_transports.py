@@ -38,6 +38,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from dsh.core import DshError
 from dsh.subprocess import ChildProcess, RunTag, Sandbox
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ class StdioTransport:
             self.on_broken(self.failure)
 
 
-class _TooLong(Exception):
+class _TooLong(DshError):
     """A line longer than the reader's limit."""
 
 

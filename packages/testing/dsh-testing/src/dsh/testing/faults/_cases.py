@@ -32,6 +32,8 @@ from dsh.subagent import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from dsh.testing._processes import cmdline, describe, live_children, process_tree
+from dsh.testing._scripting import last_user_text, steps_in_turn
 from dsh.testing.model_servers import (
     ChatReply,
     ChatToolCall,
@@ -42,8 +44,6 @@ from dsh.testing.model_servers import (
     StreamFaults,
 )
 from dsh.testing.model_servers import last_user_text as chat_user_text
-from dsh.testing.processes import cmdline, describe, live_children, process_tree
-from dsh.testing.scripting import last_user_text, steps_in_turn
 
 
 class Fault(enum.Enum):

@@ -28,6 +28,8 @@ from dsh.subagent import (
     SubagentResult,
     SubagentRun,
 )
+from dsh.testing._processes import alive, cmdline, describe, live_children, process_tree
+from dsh.testing._processes import reap_zombies as _reap_zombies
 from dsh.testing.faults._cases import (
     DISPOSE_BOUND,
     EVENT_END,
@@ -42,8 +44,6 @@ from dsh.testing.faults._cases import (
     FaultHarness,
     ParentProcess,
 )
-from dsh.testing.processes import alive, cmdline, describe, live_children, process_tree
-from dsh.testing.processes import reap_zombies as _reap_zombies
 
 # -- the suite ---------------------------------------------------------------------------
 

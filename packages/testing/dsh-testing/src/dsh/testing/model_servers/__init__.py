@@ -6,13 +6,13 @@ its own, a request log, a script queue, SSE helpers and faults);
 :class:`OpenAIResponsesServer` the OpenAI Responses API (what Codex speaks).
 """
 
-from dsh.testing.model_servers._http import Exchange, Handler, RecordedRequest
-from dsh.testing.model_servers.anthropic_messages import (
+from dsh.testing.model_servers._anthropic_messages import (
     AnthropicMessagesServer,
     MessagesReply,
     ToolUse,
 )
-from dsh.testing.model_servers.openai_chat import (
+from dsh.testing.model_servers._http import Exchange, Handler, RecordedRequest
+from dsh.testing.model_servers._openai_chat import (
     ChatReply,
     ChatToolCall,
     OpenAIChatServer,
@@ -22,17 +22,17 @@ from dsh.testing.model_servers.openai_chat import (
     openai_error,
     split_text,
 )
-from dsh.testing.model_servers.openai_responses import (
+from dsh.testing.model_servers._openai_responses import (
     FunctionCall,
     OpenAIResponsesServer,
     ResponseFailed,
     ResponsesReply,
     reply_with_tool_output,
 )
-from dsh.testing.model_servers.product_env import claude_code_env, codex_offline_env
-from dsh.testing.model_servers.script import NO_FAULTS, Hang, HTTPError, Reset, StreamFaults
-from dsh.testing.model_servers.server import FakeServer
-from dsh.testing.model_servers.sse import SSE_DONE, SSEEvent, parse_sse
+from dsh.testing.model_servers._product_env import claude_code_env, codex_offline_env
+from dsh.testing.model_servers._script import NO_FAULTS, Hang, HTTPError, Reset, StreamFaults
+from dsh.testing.model_servers._server import FakeServer
+from dsh.testing.model_servers._sse import SSE_DONE, SSEEvent, parse_sse
 
 __all__ = [
     "NO_FAULTS",

@@ -1,7 +1,7 @@
 """HTTP/1.1 plumbing of the fake servers: the request record, connections, exchanges.
 
 Stdlib only. :class:`Exchange` is what a route handler answers through: whole
-responses, chunked SSE streams with :class:`~dsh.testing.model_servers.script.StreamFaults`,
+responses, chunked SSE streams with :class:`~dsh.testing.model_servers.StreamFaults`,
 and connection-level faults (hang, reset, clean close mid-body).
 """
 
@@ -15,14 +15,12 @@ import struct
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dsh.testing.model_servers.script import NO_FAULTS, StreamFaults
-from dsh.testing.model_servers.sse import SSEEvent
-
-if TYPE_CHECKING:
-    from dsh.testing.model_servers.server import FakeServer
+from dsh.core import DshError
+from dsh.testing.model_servers._script import NO_FAULTS, StreamFaults
+from dsh.testing.model_servers._sse import SSEEvent
 
 __all__ = ["Exchange", "Handler", "RecordedRequest"]
 
@@ -72,7 +70,7 @@ Handler = Callable[["Exchange"], Awaitable[None]]
 """A route handler: answers one request through its :class:`Exchange`."""
 
 
-class BadRequest(Exception):
+class BadRequest(DshError):
     """The bytes on the wire are not an HTTP/1.1 request we can parse (answered 400)."""
 
 
@@ -136,8 +134,10 @@ class Connection:
 class Exchange:
     """Answers one request: whole responses, chunked streams and faults."""
 
-    def __init__(self, server: FakeServer, conn: Connection, request: RecordedRequest) -> None:
+    def __init__(self, server: object, conn: Connection, request: RecordedRequest) -> None:
         self.server = server
+        """The server that received the request (a
+        :class:`~dsh.testing.model_servers.FakeServer`)."""
         self.request = request
         self.connection = conn
         self.started = False

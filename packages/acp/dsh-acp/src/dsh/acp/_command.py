@@ -1,0 +1,61 @@
+"""The ``dsh acp`` subcommand (a ``dsh.commands`` entry point) and ``python -m dsh.acp``.
+
+Importing this module is cheap (``dsh --help`` imports it): the server, the agent and
+``acp`` are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["AcpCommand", "command", "main"]
+
+
+class AcpCommand:
+    """``dsh acp``: serve the preset's agent over the Agent Client Protocol on stdio."""
+
+    help = "serve an agent over the Agent Client Protocol on stdio"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The options of ``dsh acp`` (see docs/acp.md)."""
+        from dsh.core.argtypes import (
+            add_capacity_arguments,
+            add_otel_argument,
+            add_trust_argument,
+            positive_int,
+        )
+
+        parser.add_argument(
+            "--preset", metavar="FILE|NAME", help="preset file or named preset for the served agent"
+        )
+        parser.add_argument(
+            "--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)"
+        )
+        add_trust_argument(parser)
+        add_otel_argument(parser)
+        parser.add_argument(
+            "--max-line-bytes",
+            type=positive_int,
+            default=16 * 1024 * 1024,
+            metavar="N",
+            help="longest JSON-RPC line accepted (longer lines are answered -32600;"
+            " default 16 MiB)",
+        )
+        add_capacity_arguments(parser, "session", "sessions")
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Serve until the client closes stdin or a signal; returns the exit status."""
+        from dsh.acp._server import serve_command
+
+        return serve_command(args)
+
+
+command = AcpCommand()
+"""The ``dsh.commands`` entry point ``acp``."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dsh.acp [options]`` (the same as ``dsh acp [options]``)."""
+    parser = argparse.ArgumentParser(prog="dsh acp", description=command.help)
+    command.add_arguments(parser)
+    return command.run(parser.parse_args(argv))

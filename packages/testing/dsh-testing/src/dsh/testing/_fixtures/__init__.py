@@ -1,0 +1,1 @@
+"""The code behind :mod:`dsh.testing.fixtures` (private: import from there)."""

@@ -30,7 +30,9 @@ from dsh.testing.model_servers import (
     StreamFaults,
     codex_offline_env,
 )
-from dsh.testing.model_servers import openai_responses as responses_api
+
+# the Responses event stream a reply renders to (no public name for it yet)
+from dsh.testing.model_servers import _openai_responses as responses_api
 from dsh.testing.model_servers.openai_responses import (
     FunctionCall,
     OpenAIResponsesServer,

@@ -36,11 +36,5 @@ if [[ "$got" != "$VERSION" ]]; then
 fi
 
 echo "check_acp_1.sh: dsh-acp tests on agent-client-protocol $got" >&2
-# KNOWN GAP on 1.0 (found when the cli's `dsh acp` tests moved into dsh-acp, stop 29): requests
-# piped from a file and followed at once by end of input are not all answered (the two tests
-# below pass on the locked 0.x). Deselected by name so the gap stays visible; fix, then drop.
 DSH_EXPECT_ACP_VERSION="$VERSION" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
-  packages/acp/dsh-acp/tests \
-  --deselect packages/acp/dsh-acp/tests/test_acp_process.py::test_python_m_dsh_acp_answers_requests_read_from_a_file \
-  --deselect packages/acp/dsh-acp/tests/test_acp_process.py::test_acp_answers_requests_read_from_a_file \
-  "$@"
+  packages/acp/dsh-acp/tests "$@"

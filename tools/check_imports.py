@@ -62,9 +62,10 @@ def main(argv: list[str]) -> int:
     if argv:
         print("usage: check_imports.py [--self-test]", file=sys.stderr)
         return 2
-    violations, files = import_rules.check_tree(ROOT)
+    model = import_rules.workspace_model(ROOT)
+    violations, files = import_rules.check_tree(ROOT, model)
     found: list[object] = list(violations)
-    _, packages = import_rules.workspace_model(ROOT)
+    _, packages = model
     known = 0
     for _distribution, folder in packages:
         for finding in module_rules.check_package(folder / "src", ROOT):

@@ -245,8 +245,12 @@ def workspace_model(root: Path) -> tuple[Workspace, list[tuple[str, Path]]]:
     return model, [(p.name, p.path) for p in packages]
 
 
-def check_tree(root: Path = ROOT) -> tuple[list[Violation], int]:
-    workspace, packages = workspace_model(root)
+def check_tree(
+    root: Path = ROOT, model: tuple[Workspace, list[tuple[str, Path]]] | None = None
+) -> tuple[list[Violation], int]:
+    """The cross-distribution rules over every workspace package (``model``: the
+    :func:`workspace_model` of ``root`` when the caller has it already)."""
+    workspace, packages = model or workspace_model(root)
     violations: list[Violation] = []
     files = 0
     for distribution, folder in packages:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 RULE_CYCLE = "import cycle between modules of one package"
@@ -43,14 +44,6 @@ KNOWN: tuple[tuple[str, str, str], ...] = (
         "reads conn._conn",
         "the acp library (0.12 to 1.0) offers no hook to wrap its request handler; dsh.acp"
         " wraps it for $/cancel_request and failing notifications (a third-party private)",
-    ),
-    (
-        "dsh.core._agent",
-        "is in a cycle of 5 modules",
-        "Context holds Agents and an Agent holds its Context, with the Permissions and"
-        " Tracing hooks typed on both; the lower layers (turn loop, tools, jobs, presets,"
-        " trust) are out of it (issue 23: was 11 modules). Breaking the rest needs one top"
-        " module for Agent/Context or protocols in every dependent package",
     ),
 )
 
@@ -84,6 +77,11 @@ class Module:
     is_package: bool
     source: str
     path: str
+
+    @cached_property
+    def tree(self) -> ast.Module:
+        """The parsed source (parsed once, for every rule)."""
+        return ast.parse(self.source)
 
 
 def modules_of(src: Path, root: Path) -> list[Module]:
@@ -132,7 +130,7 @@ def cycles(modules: Iterable[Module]) -> list[Finding]:
     graph: dict[str, dict[str, int]] = {}
     for module in modules:
         try:
-            tree = ast.parse(module.source)
+            tree = module.tree
         except SyntaxError:
             continue
         edges: dict[str, int] = {}
@@ -234,7 +232,7 @@ def _private(name: str) -> bool:
 def private_access(module: Module, known_modules: set[str]) -> list[Finding]:
     """``obj._name`` and ``from m import _name`` reaching another module's private names."""
     try:
-        tree = ast.parse(module.source)
+        tree = module.tree
     except SyntaxError:
         return []
     defined = _defined_names(tree)

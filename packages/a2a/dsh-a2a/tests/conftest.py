@@ -9,14 +9,17 @@ import re
 import socket
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import pytest
+from a2a.types import Message, Part, Role, SendMessageRequest
 
 from dsh.testing.fixtures import (
     KEYED_PRESET,
@@ -144,6 +147,50 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError(f"no VmRSS for {pid}")
+
+
+def send_request(text: str) -> dict[str, Any]:
+    """A raw JSON-RPC ``SendMessage`` request of a user message ``text``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": uuid.uuid4().hex,
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            }
+        },
+    }
+
+
+def user_message(text: str, *, context_id: str | None = None, meta: Any = None) -> Message:
+    """A user's message of ``text`` (SDK types), in ``context_id`` if given, with ``meta``
+    in its metadata."""
+    msg = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)])
+    if context_id:
+        msg.context_id = context_id
+    if meta is not None:
+        msg.metadata.update(meta)
+    return msg
+
+
+def artifact_text(task: Any) -> str:
+    """The text of a task's artifacts."""
+    return "".join(part.text for artifact in task.artifacts for part in artifact.parts)
+
+
+async def final_state(client: Any, text: str) -> Any:
+    """Send ``text`` with the SDK's ``client`` (streaming); the task's last state (within
+    30 s)."""
+    states = []
+    with anyio.fail_after(30):
+        request = SendMessageRequest(message=user_message(text))
+        async for event in client.send_message(request):
+            if event.HasField("status_update"):
+                states.append(event.status_update.status.state)
+    return states[-1]
 
 
 @pytest.fixture

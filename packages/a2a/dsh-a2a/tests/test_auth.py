@@ -10,31 +10,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory
-from a2a.types import ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import ListTasksRequest, TaskState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
 TOKEN = "dsh-test-token-" + uuid.uuid4().hex
 VARIABLE = "DSH_A2A_TEST_TOKEN"
-
-
-def send_request(text: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": uuid.uuid4().hex,
-                "role": "ROLE_USER",
-                "parts": [{"text": text}],
-            }
-        },
-    }
 
 
 async def test_requests_without_the_token_get_401_and_create_no_task(
@@ -64,7 +48,7 @@ async def test_requests_without_the_token_get_401_and_create_no_task(
                 assert response.headers["www-authenticate"].startswith("Bearer")
                 response = await http.post(
                     server.url,
-                    json=send_request("please do something"),
+                    json=kit.send_request("please do something"),
                     headers={**headers, "A2A-Version": "1.0"},
                 )
                 assert response.status_code == 401, (headers, response.text)
@@ -81,15 +65,7 @@ async def test_requests_without_the_token_get_401_and_create_no_task(
             client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
             listed = await client.list_tasks(ListTasksRequest())
             assert list(listed.tasks) == []  # none of the refused requests made a task
-            msg = Message(
-                role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text="say hi")]
-            )
-            states = []
-            with anyio.fail_after(30):
-                async for event in client.send_message(SendMessageRequest(message=msg)):
-                    if event.HasField("status_update"):
-                        states.append(event.status_update.status.state)
-            assert states[-1] == TaskState.TASK_STATE_COMPLETED
+            assert await kit.final_state(client, "say hi") == TaskState.TASK_STATE_COMPLETED
             listed = await client.list_tasks(ListTasksRequest())
             assert len(listed.tasks) == 1
     finally:

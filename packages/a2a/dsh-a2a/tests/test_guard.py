@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,38 +14,18 @@ import anyio
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.types import ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import ListTasksRequest, TaskState
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
-def send_request(text: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": uuid.uuid4().hex,
-                "role": "ROLE_USER",
-                "parts": [{"text": text}],
-            }
-        },
-    }
-
-
-async def sdk_send(url: str, text: str) -> TaskState:
+async def sdk_send(url: str, text: str, kit: Any) -> TaskState:
     """Send ``text`` with the SDK's client; the task's final state."""
     async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=None)) as http:
         card = await A2ACardResolver(http, url).get_agent_card()
         client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
-        msg = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)])
-        states = []
-        with anyio.fail_after(30):
-            async for event in client.send_message(SendMessageRequest(message=msg)):
-                if event.HasField("status_update"):
-                    states.append(event.status_update.status.state)
-        return states[-1]
+        state: TaskState = await kit.final_state(client, text)
+        return state
 
 
 async def task_count(url: str) -> int:
@@ -87,7 +66,9 @@ async def test_foreign_host_or_origin_is_refused_and_runs_nothing(tmp_path: Path
         async with httpx.AsyncClient(timeout=30) as http:
             for extra in refused:
                 response = await http.post(
-                    server.url, json=send_request("run the script"), headers={**headers, **extra}
+                    server.url,
+                    json=kit.send_request("run the script"),
+                    headers={**headers, **extra},
                 )
                 assert response.status_code == 403, (extra, response.text)
                 assert response.headers["content-type"].startswith("text/plain")
@@ -116,7 +97,10 @@ async def test_foreign_host_or_origin_is_refused_and_runs_nothing(tmp_path: Path
                 card = await http.get(server.url + ".well-known/agent-card.json", headers=extra)
                 assert card.status_code == 200, (extra, card.text)
         # the same request from a proper client does run the script (so the test can see it)
-        assert await sdk_send(server.url, "please run the script") == TaskState.TASK_STATE_COMPLETED
+        assert (
+            await sdk_send(server.url, "please run the script", kit)
+            == TaskState.TASK_STATE_COMPLETED
+        )
         assert marker.exists()
     finally:
         assert server.stop() == 143
@@ -203,7 +187,7 @@ async def test_request_bodies_over_the_cap_get_413(
 
         # none of that made a task, and the server still works
         assert await task_count(server.url) == 0
-        assert await sdk_send(server.url, "say hi") == TaskState.TASK_STATE_COMPLETED
+        assert await sdk_send(server.url, "say hi", kit) == TaskState.TASK_STATE_COMPLETED
     finally:
         assert server.stop() == 143
     assert "Traceback" not in server.stderr, server.stderr
@@ -274,7 +258,7 @@ async def test_silent_slow_and_idle_connections_are_closed(
 
         # a prompt client is unaffected
         assert await task_count(server.url) == 0
-        assert await sdk_send(server.url, "say hi") == TaskState.TASK_STATE_COMPLETED
+        assert await sdk_send(server.url, "say hi", kit) == TaskState.TASK_STATE_COMPLETED
     finally:
         assert server.stop() == 143
     assert "Traceback" not in server.stderr, server.stderr

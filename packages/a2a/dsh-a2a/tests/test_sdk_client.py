@@ -4,7 +4,6 @@ context that continues; every payload it receives parses strictly into the SDK's
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     Message,
-    Part,
     Role,
     SendMessageRequest,
     StreamResponse,
@@ -54,19 +52,6 @@ async def sdk(server: Any, kit: Any) -> AsyncIterator[tuple[Sdk, Any]]:
         yield Sdk(server, http, card), transport
 
 
-def message(text: str, *, context_id: str | None = None, meta: Any = None) -> Message:
-    msg = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)])
-    if context_id:
-        msg.context_id = context_id
-    if meta is not None:
-        msg.metadata.update(meta)
-    return msg
-
-
-def artifact_text(task: Task) -> str:
-    return "".join(part.text for artifact in task.artifacts for part in artifact.parts)
-
-
 async def collect(client: Client, msg: Message) -> list[StreamResponse]:
     events: list[StreamResponse] = []
     with anyio.fail_after(30):
@@ -95,15 +80,15 @@ async def test_card_send_stream_lookup_and_strict_payloads(
     assert not card.security_requirements  # loopback, no token
 
     # send (no streaming): the answer comes back as a completed task
-    (reply,) = await collect(harness.client(streaming=False), message("say hello"))
+    (reply,) = await collect(harness.client(streaming=False), kit.user_message("say hello"))
     assert reply.WhichOneof("payload") == "task"
     task = reply.task
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
-    assert artifact_text(task) == "Done: say hello"
+    assert kit.artifact_text(task) == "Done: say hello"
     assert MessageToDict(task.metadata)["dsh"]["usage"]["output_tokens"] == 3
 
     # stream: the task, working, three text chunks of one artifact, usage, completed
-    events = await collect(harness.client(), message("stream this"))
+    events = await collect(harness.client(), kit.user_message("stream this"))
     kinds = [e.WhichOneof("payload") for e in events]
     assert kinds[0] == "task", kinds
     assert kinds[-1] == "status_update", kinds
@@ -127,7 +112,7 @@ async def test_card_send_stream_lookup_and_strict_payloads(
     task_id = events[0].task.id
     stored = await harness.client().get_task(GetTaskRequest(id=task_id))
     assert stored.status.state == TaskState.TASK_STATE_COMPLETED
-    assert artifact_text(stored) == "Done: stream this"
+    assert kit.artifact_text(stored) == "Done: stream this"
     assert [m.parts[0].text for m in stored.history if m.role == Role.ROLE_USER] == ["stream this"]
     assert MessageToDict(stored.metadata)["dsh"]["usage"]["output_tokens"] == 3
 
@@ -144,7 +129,9 @@ async def test_cancel_in_the_middle_of_a_stream(sdk: tuple[Sdk, Any], kit: Any) 
     events: list[StreamResponse] = []
     cancelled: Task | None = None
     with anyio.fail_after(30):
-        async for event in client.send_message(SendMessageRequest(message=message("please hang"))):
+        async for event in client.send_message(
+            SendMessageRequest(message=kit.user_message("please hang"))
+        ):
             events.append(event)
             if event.HasField("status_update") and (
                 event.status_update.status.state == TaskState.TASK_STATE_WORKING
@@ -169,13 +156,13 @@ async def test_cancel_in_the_middle_of_a_stream(sdk: tuple[Sdk, Any], kit: Any) 
 
 async def test_a_failed_turn_and_a_refused_depth(sdk: tuple[Sdk, Any], kit: Any) -> None:
     harness, transport = sdk
-    events = await collect(harness.client(), message("please fail"))
+    events = await collect(harness.client(), kit.user_message("please fail"))
     final = events[-1].status_update
     assert final.status.state == TaskState.TASK_STATE_FAILED
     assert "the scripted model fails on purpose" in final.status.message.parts[0].text
     assert MessageToDict(final.metadata)["dsh"]["stopReason"] == "error"
 
-    deep = message("say hello", meta={"dsh": {"depth": 4, "maxDepth": 3}})
+    deep = kit.user_message("say hello", meta={"dsh": {"depth": 4, "maxDepth": 3}})
     events = await collect(harness.client(), deep)
     final = events[-1].status_update
     assert final.status.state == TaskState.TASK_STATE_REJECTED
@@ -193,12 +180,12 @@ async def test_a_context_continues_its_conversation(
         async with httpx.AsyncClient(transport=transport, timeout=None) as http:
             card = await A2ACardResolver(http, server.url).get_agent_card()
             client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
-            first = await collect(client, message("one"))
+            first = await collect(client, kit.user_message("one"))
             context_id = first[0].task.context_id
-            second = await collect(client, message("two", context_id=context_id))
+            second = await collect(client, kit.user_message("two", context_id=context_id))
             assert second[0].task.context_id == context_id
             assert second[0].task.id != first[0].task.id
-            await collect(client, message("three"))  # another context: another agent
+            await collect(client, kit.user_message("three"))  # another context: another agent
         kit.validate_exchanges(transport.exchanges)
     finally:
         assert server.stop() == 143

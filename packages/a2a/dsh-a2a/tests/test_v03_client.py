@@ -8,7 +8,6 @@ payload it receives parses into the 0.3 types."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,9 +20,6 @@ from a2a.compat.v0_3.rest_transport import CompatRestTransport
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
-    Message,
-    Part,
-    Role,
     SendMessageRequest,
     StreamResponse,
     Task,
@@ -46,13 +42,8 @@ async def v03(server: Any, kit: Any) -> AsyncIterator[tuple[types_v03.AgentCard,
         yield card, transport, http
 
 
-def message(text: str) -> SendMessageRequest:
-    msg = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=text)])
-    return SendMessageRequest(message=msg)
-
-
-def artifact_text(task: Task) -> str:
-    return "".join(part.text for artifact in task.artifacts for part in artifact.parts)
+def message(text: str, kit: Any) -> SendMessageRequest:
+    return SendMessageRequest(message=kit.user_message(text))
 
 
 def check_v03_payloads(kit: Any, exchanges: list[Any]) -> dict[str, int]:
@@ -108,15 +99,15 @@ async def test_send_stream_get_and_cancel_over_0_3_json_rpc(
 
     # message/send: blocks until the task is done
     with anyio.fail_after(30):
-        sent = await client.send_message(message("say hello"))
+        sent = await client.send_message(message("say hello", kit))
     assert sent.task.status.state == TaskState.TASK_STATE_COMPLETED
-    assert artifact_text(sent.task) == "Done: say hello"
+    assert kit.artifact_text(sent.task) == "Done: say hello"
     assert MessageToDict(sent.task.metadata)["dsh"]["usage"]["output_tokens"] == 3
 
     # message/stream: the task, working, the text in chunks, completed (final)
     events: list[StreamResponse] = []
     with anyio.fail_after(30):
-        async for event in client.send_message_streaming(message("stream this")):
+        async for event in client.send_message_streaming(message("stream this", kit)):
             events.append(event)
     assert events[0].HasField("task")
     final = events[-1].status_update
@@ -128,13 +119,13 @@ async def test_send_stream_get_and_cancel_over_0_3_json_rpc(
     task_id = events[0].task.id
     stored = await client.get_task(GetTaskRequest(id=task_id))
     assert stored.status.state == TaskState.TASK_STATE_COMPLETED
-    assert artifact_text(stored) == "Done: stream this"
+    assert kit.artifact_text(stored) == "Done: stream this"
 
     # tasks/cancel in the middle of a stream: the answer and the stream both say canceled
     answer: Task | None = None
     states: list[int] = []
     with anyio.fail_after(30):
-        async for event in client.send_message_streaming(message("please hang")):
+        async for event in client.send_message_streaming(message("please hang", kit)):
             if event.HasField("task"):
                 states.append(event.task.status.state)
             elif event.HasField("status_update"):
@@ -164,15 +155,17 @@ async def test_send_stream_get_and_cancel_over_0_3_json_rpc(
     assert counts["message/stream"] == len(events) + len(states)
 
 
-async def test_send_and_get_over_0_3_rest(v03: tuple[types_v03.AgentCard, Any, Any]) -> None:
+async def test_send_and_get_over_0_3_rest(
+    v03: tuple[types_v03.AgentCard, Any, Any], kit: Any
+) -> None:
     card, _, http = v03
     (rest,) = [i for i in card.additional_interfaces or [] if i.transport == "HTTP+JSON"]
     client = CompatRestTransport(http, None, rest.url, is_shared_httpx=True)
-    sent = await client.send_message(message("over rest"))  # 0.3 REST: blocking defaults off
+    sent = await client.send_message(message("over rest", kit))  # 0.3 REST: blocking defaults off
     with anyio.fail_after(30):
         while True:
             stored = await client.get_task(GetTaskRequest(id=sent.task.id))
             if stored.status.state == TaskState.TASK_STATE_COMPLETED:
                 break
             await anyio.sleep(0.05)
-    assert artifact_text(stored) == "Done: over rest"
+    assert kit.artifact_text(stored) == "Done: over rest"

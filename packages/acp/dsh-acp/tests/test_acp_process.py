@@ -12,10 +12,11 @@ import sys
 import time
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from dsh.testing.fixtures import SCRIPTED_PRESET, plugin_rows
+from dsh.testing.fixtures import HANG_RULE, SCRIPTED_PRESET, keyed_preset, plugin_rows
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -113,6 +114,43 @@ def test_acp_answers_requests_read_from_a_file(tmp_path: Path) -> None:
     answers = {a["id"]: a for a in map(json.loads, out.read_text().splitlines())}
     assert answers[0]["result"]["protocolVersion"] == 1
     assert answers[1]["result"]["sessionId"]
+
+
+def request(request_id: int, method: str, params: dict[str, Any]) -> str:
+    """One JSON-RPC request line."""
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return json.dumps(message) + "\n"
+
+
+def test_a_turn_still_running_when_a_file_ends_is_cancelled_and_answered(
+    tmp_path: Path,
+) -> None:
+    preset = write_preset(tmp_path, keyed_preset(HANG_RULE))
+    argv = dsh_acp("--preset", str(preset), "--sessions-dir", str(tmp_path / "sessions"))
+    session = {"cwd": str(tmp_path), "mcpServers": []}
+    created = subprocess.run(
+        argv,
+        input=(json.dumps(INITIALIZE) + "\n" + request(1, "session/new", session)).encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert created.returncode == 0, created.stderr
+    session_id = json.loads(created.stdout.splitlines()[1])["result"]["sessionId"]
+    requests = tmp_path / "requests.jsonl"
+    hang = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hang"}]}
+    requests.write_text(
+        json.dumps(INITIALIZE)
+        + "\n"
+        + request(1, "session/load", {"sessionId": session_id, **session})
+        + request(2, "session/prompt", hang)
+    )
+    out = tmp_path / "out.jsonl"
+    with open(requests, "rb") as stdin, open(out, "wb") as stdout:
+        done = subprocess.run(argv, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, timeout=60)
+    assert done.returncode == 0, done.stderr
+    answers = {a["id"]: a for a in map(json.loads, out.read_text().splitlines()) if "id" in a}
+    assert "result" in answers[1], answers
+    assert answers[2]["result"]["stopReason"] == "cancelled", answers
 
 
 def test_dsh_acp_honours_sighup_and_sigterm(tmp_path: Path) -> None:

@@ -14,51 +14,16 @@ from typing import Any
 
 import acp
 import pytest
-from acp import PROTOCOL_VERSION
-from acp.schema import (
-    AgentCapabilities,
-    ClientCapabilities,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
-    PromptResponse,
-)
 
-from dsh.acp import AcpAgentBase, McpServer, PromptBlock, serve
+from dsh.acp import AcpAgentBase, serve
+from dsh.testing.mock_acp_agent import AcpTestAgent
 
 pytestmark = pytest.mark.timeout(60)
 
 
-class MinimalAgent(AcpAgentBase):
-    """Only what a subclass must implement."""
-
-    async def initialize(
-        self,
-        protocol_version: int,
-        client_capabilities: ClientCapabilities | None = None,
-        client_info: Implementation | None = None,
-        **kwargs: Any,
-    ) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities()
-        )
-
-    async def new_session(
-        self,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> NewSessionResponse:
-        return NewSessionResponse(session_id="s-1")
-
-    async def prompt(
-        self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
-    ) -> PromptResponse:
-        return PromptResponse(stop_reason="end_turn")
-
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        return None
+class MinimalAgent(AcpTestAgent):
+    """Only what a subclass must implement (``initialize``, ``session/new``,
+    ``session/prompt`` and ``session/cancel``: what :class:`AcpTestAgent` writes)."""
 
 
 def _protocol_stubs(cls: type) -> list[str]:

@@ -14,53 +14,26 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION
-from acp.schema import (
-    AgentCapabilities,
-    AgentMessageChunk,
-    ClientCapabilities,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
-    PromptResponse,
-    TextContentBlock,
-)
+from acp.schema import PromptResponse
 
-from dsh.acp import AcpAgentBase, McpServer, PromptBlock, serve
+from dsh.acp import PromptBlock, serve
+from dsh.testing.mock_acp_agent import AcpTestAgent
 
 pytestmark = pytest.mark.timeout(60)
 
 
-class SlowAgent(AcpAgentBase):
+class SlowAgent(AcpTestAgent):
     """``session/prompt`` streams an update every 20 ms until cancelled (``session/cancel``
-    or ``$/cancel_request`` through :meth:`cancel_request`); ``_slow`` never answers."""
+    or ``$/cancel_request`` through :meth:`cancel_request`), in any session, opened or
+    not; ``_slow`` never answers."""
 
     def __init__(self, *, graceful: bool = True) -> None:
+        super().__init__()
         self.graceful = graceful
         self.steps = 0
         self.cancelled: set[str] = set()
         self.slow_cancelled = asyncio.Event()
         self.texts: list[str] = []
-
-    async def initialize(
-        self,
-        protocol_version: int,
-        client_capabilities: ClientCapabilities | None = None,
-        client_info: Implementation | None = None,
-        **kwargs: Any,
-    ) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities()
-        )
-
-    async def new_session(
-        self,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> NewSessionResponse:
-        return NewSessionResponse(session_id=f"s-{cwd}")
 
     async def prompt(
         self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
@@ -68,9 +41,7 @@ class SlowAgent(AcpAgentBase):
         self.texts += [getattr(block, "text", "") for block in prompt]
         while session_id not in self.cancelled:
             self.steps += 1
-            step = TextContentBlock(type="text", text="step")
-            update = AgentMessageChunk(session_update="agent_message_chunk", content=step)
-            await self._conn.session_update(session_id, update)
+            await self.say(session_id, "step")
             await asyncio.sleep(0.02)
         return PromptResponse(stop_reason="cancelled")
 

@@ -5,27 +5,21 @@ jobs and permission prompts."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-import pty
 import re
-import select
 import signal
-import struct
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-pytestmark = pytest.mark.timeout(60)
+from dsh.testing.processes import ANSI, PtyProcess
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+pytestmark = pytest.mark.timeout(60)
 
 # The lead delegates once; the spawn child takes its time (so a terminal sees the tree
 # change) and itself delegates to a grandchild. Child and grandchild share one scripted
@@ -68,69 +62,11 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-class PtyRun:
+class PtyRun(PtyProcess):
     """``python -m dsh.cli ARGS`` on a pseudo-terminal (stdin, stdout and stderr)."""
 
     def __init__(self, *args: str, cwd: Path) -> None:
-        env = clean_env()
-        argv = [sys.executable, "-m", "dsh.cli", *args]
-        pid, fd = pty.fork()
-        if pid == 0:  # the child: exec at once
-            try:
-                os.chdir(cwd)
-                os.execve(sys.executable, argv, env)
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        self.raw = b""
-        self.status: int | None = None
-
-    @property
-    def text(self) -> str:
-        return self.raw.decode("utf-8", "replace")
-
-    def _read(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        if not ready:
-            return True
-        try:
-            data = os.read(self.fd, 65536)
-        except OSError:
-            return False
-        if not data:
-            return False
-        self.raw += data
-        return True
-
-    def wait_for(self, pattern: str, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while pattern not in ANSI.sub("", self.text):
-            if time.monotonic() > deadline or not self._read(0.1):
-                raise AssertionError(f"{pattern!r} never appeared in:\n{self.text}")
-
-    def send(self, data: bytes) -> None:
-        os.write(self.fd, data)
-
-    def finish(self, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self._read(0.1):
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                while self._read(0.05) and select.select([self.fd], [], [], 0)[0]:
-                    pass
-                self.status = os.waitstatus_to_exitcode(status)
-                break
-        if self.status is None:
-            _, status = os.waitpid(self.pid, 0) if self._kill() else (0, 0)
-            self.status = os.waitstatus_to_exitcode(status)
-        os.close(self.fd)
-        return self.status
-
-    def _kill(self) -> bool:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        return True
+        super().__init__([sys.executable, "-m", "dsh.cli", *args], cwd=cwd, env=clean_env())
 
 
 def frames_with(text: str, label: str) -> list[str]:

@@ -19,6 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dsh.testing.model_servers import Hang, OpenAIChatServer
+
 pytestmark = pytest.mark.timeout(90)
 
 BOUND = 3.0
@@ -206,10 +208,13 @@ def test_a_signal_during_a_shell_command_ends_the_run(
 
 
 def test_sigterm_during_a_long_model_call(tmp_path: Path) -> None:
-    preset = '[agent.model]\nadapter = "scripted"\n[[agent.model.options.replies]]\nhang = true\n'
-    run = Piped(tmp_path, preset, child_env())
-    time.sleep(1.5)  # started, and waiting for the model
-    took = run.signal_and_time(signal.SIGTERM)
+    # A model server that reads the request and never answers: once it has the
+    # request, dsh is started (its signal handlers too) and waiting for the model.
+    with OpenAIChatServer(Hang(), api_key="k") as srv:
+        env = child_env() | {"OPENAI_BASE_URL": srv.api_base, "OPENAI_API_KEY": "k"}
+        run = Piped(tmp_path, 'extends = "standard"\n', env)
+        srv.wait_for_requests(1, timeout=120)
+        took = run.signal_and_time(signal.SIGTERM)
     print(f"\nSIGTERM during a model call: exit after {took:.3f} s")
     assert run.proc.returncode == 143, run.err
     assert took < BOUND

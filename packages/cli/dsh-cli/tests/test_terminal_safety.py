@@ -7,15 +7,8 @@ command."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-import pty
-import re
-import select
-import signal
-import struct
 import subprocess
 import sys
 import termios
@@ -29,10 +22,9 @@ import pytest
 from dsh.testing.fixtures import dsh_acp_child
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
 from dsh.testing.model_servers._http import RecordedRequest
+from dsh.testing.processes import PtyProcess
 
 pytestmark = pytest.mark.timeout(60)
-
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # What the model asks to run: `touch X`, then a comment that erases the line and
 # writes a harmless-looking command over it; then a second line.
@@ -97,77 +89,15 @@ def _no_run_left_behind() -> Iterator[None]:
     """A test that failed half-way still ends its ``dsh`` process."""
     yield
     while _started:
-        run = _started.pop()
-        if run.status is None:
-            with contextlib.suppress(ProcessLookupError, ChildProcessError):
-                os.kill(run.pid, signal.SIGKILL)
-                os.waitpid(run.pid, 0)
-            with contextlib.suppress(OSError):
-                os.close(run.fd)
+        _started.pop().close()
 
 
-class PtyRun:
+class PtyRun(PtyProcess):
     """``python -m dsh.cli ARGS`` on a pseudo-terminal (stdin, stdout and stderr)."""
 
     def __init__(self, *args: str, cwd: Path) -> None:
-        env = clean_env()
-        argv = [sys.executable, "-m", "dsh.cli", *args]
-        pid, fd = pty.fork()
-        if pid == 0:  # the child: exec at once
-            try:
-                os.chdir(cwd)
-                os.execve(sys.executable, argv, env)
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        self.raw = b""
-        self.status: int | None = None
+        super().__init__([sys.executable, "-m", "dsh.cli", *args], cwd=cwd, env=clean_env())
         _started.append(self)
-
-    @property
-    def plain(self) -> str:
-        return ANSI.sub("", self.raw.decode("utf-8", "replace"))
-
-    def _read(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        if not ready:
-            return True
-        try:
-            data = os.read(self.fd, 65536)
-        except OSError:
-            return False
-        if not data:
-            return False
-        self.raw += data
-        return True
-
-    def wait_for(self, pattern: str, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while pattern not in self.plain:
-            if time.monotonic() > deadline or not self._read(0.1):
-                raise AssertionError(f"{pattern!r} never appeared in:\n{self.raw!r}")
-
-    def send(self, data: bytes) -> None:
-        os.write(self.fd, data)
-
-    def finish(self, timeout: float = 30, *, keep_open: bool = False) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self._read(0.1):
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                while self._read(0.05) and select.select([self.fd], [], [], 0)[0]:
-                    pass
-                self.status = os.waitstatus_to_exitcode(status)
-                break
-        if self.status is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            _, status = os.waitpid(self.pid, 0)
-            self.status = os.waitstatus_to_exitcode(status)
-        if not keep_open:
-            os.close(self.fd)
-        return self.status
 
 
 # -- the approval prompt ---------------------------------------------------------------------
@@ -331,17 +261,7 @@ def test_a_denied_tool_is_not_in_the_schemas_sent_to_the_model(tmp_path: Path) -
 
 # -- dsh acp: what an editor is asked ---------------------------------------------------------
 
-ACP_PRESET = """
-[agent.model]
-adapter = "scripted"
-[[agent.model.options.replies]]
-tool_calls = [{ name = "shell", arguments = { command = "touch X #\\u001b[2K\\rRun `ls -la`\\necho second-line" } }]
-[[agent.model.options.replies]]
-text = "result: {tool_results}"
-
-[[plugin]]
-name = "dsh-tool-shell"
-"""
+ACP_PRESET = TRICK_PRESET  # the same command, asked of an editor
 
 
 @pytest.mark.anyio

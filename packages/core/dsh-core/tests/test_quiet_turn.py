@@ -18,14 +18,17 @@ from pydantic import BaseModel
 
 from dsh.core import (
     AbortSignal,
+    Agent,
     BoundModel,
     Context,
+    Permissions,
     PermissionsConfig,
     ScriptedAdapter,
     ScriptedReply,
     ScriptedToolCall,
     Tool,
     ToolContext,
+    Tracing,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -83,16 +86,17 @@ async def test_an_unwatched_turn_calls_no_optional_machinery() -> None:
         assert outcome.stop_reason == "completed"
         results = [e.data for e in agent.session.events if e.type == "tool/result"]
         assert results[-1]["content"][0]["text"] == "constant"
+    # Qualified names of where the methods are defined (a base class's, if they moved).
     optional = {
-        "Permissions.policy_for",  # no governed tool: nothing to weigh
-        "Permissions.check",
-        "Tracing.turn",  # no tracer installed
-        "Tracing.model_call",
-        "Tracing.tool_call",
+        Permissions.policy_for.__qualname__,  # no governed tool: nothing to weigh
+        Permissions.check.__qualname__,
+        Tracing.turn.__qualname__,  # no tracer installed
+        Tracing.model_call.__qualname__,
+        Tracing.tool_call.__qualname__,
         "TurnLoop._notify",  # nobody observes the agent
         "TurnLoop._flush_steer",  # nothing was steered
-        "Context.call_soon",  # run() on an idle agent runs the turn in its own task
-        "Agent._spawn_driver",
+        Context.call_soon.__qualname__,  # run() on an idle agent runs the turn in its own task
+        Agent._spawn_driver.__qualname__,
     }
     assert called & optional == set()
     assert "TurnLoop._run_turn" in called  # the profile saw the turn
@@ -109,7 +113,7 @@ async def test_a_governed_tool_is_still_weighed_and_a_later_denied_one_hidden() 
         assert [t.name for t in agent.tools.governed()] == ["asked"]
         with _calls() as called:
             await agent.run("go")
-        assert "Permissions.policy_for" in called
+        assert Permissions.policy_for.__qualname__ in called
         offered = [s.name for s in ctx.permissions.offered(agent.tools)]
         assert offered == ["constant", "asked"]
         ctx.tools.register(_tool("late", permission="ask"))  # after the specs were cached

@@ -35,22 +35,17 @@ import sys
 import uuid
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import RequestError
 from acp.schema import (
     AgentCapabilities,
-    AgentMessageChunk,
-    ClientCapabilities,
     CloseSessionResponse,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
     PromptResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
-    TextContentBlock,
 )
 
-from dsh.acp import AcpAgentBase, McpServer, PromptBlock, serve_stdio
+from dsh.acp import PromptBlock, serve_stdio
+from dsh.testing.mock_acp_agent import AcpTestAgent, prompt_text
 
 INSTANCE = uuid.uuid4().hex
 
@@ -73,48 +68,24 @@ def snoop(name: str) -> dict[str, Any]:
     return {"found": found, "visible": visible}
 
 
-class PoolAgent(AcpAgentBase):
+class PoolAgent(AcpTestAgent):
     """See the module docstring."""
 
-    def __init__(self, closes: bool) -> None:
-        self.closes = closes
-        self.sessions: dict[str, dict[str, Any]] = {}
-        self.closed: list[str] = []
-        self.total = 0
-        self.init_meta: Any = None
+    agent_name = "pool-test-agent"
 
-    async def initialize(
-        self,
-        protocol_version: int,
-        client_capabilities: ClientCapabilities | None = None,
-        client_info: Implementation | None = None,
-        **kwargs: Any,
-    ) -> InitializeResponse:
-        self.init_meta = kwargs.get("dsh")
+    def __init__(self, closes: bool) -> None:
+        super().__init__()
+        self.closes = closes
+        self.closed: list[str] = []
+
+    def capabilities(self) -> AgentCapabilities:
         session = SessionCapabilities(close=SessionCloseCapabilities()) if self.closes else None
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                session_capabilities=session, field_meta={"dsh": {"depthLimit": True}}
-            ),
-            agent_info=Implementation(name="pool-test-agent", version="0"),
+        return AgentCapabilities(
+            session_capabilities=session, field_meta={"dsh": {"depthLimit": True}}
         )
 
-    async def new_session(
-        self,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> NewSessionResponse:
-        session_id = f"pool-{uuid.uuid4().hex[:12]}"
-        self.total += 1
-        self.sessions[session_id] = {
-            "cwd": cwd,
-            "lineage": kwargs.get("dsh"),
-            "cancelled": asyncio.Event(),
-        }
-        return NewSessionResponse(session_id=session_id)
+    def new_session_id(self) -> str:
+        return f"pool-{uuid.uuid4().hex[:12]}"
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse | None:
         if not self.closes:
@@ -124,56 +95,42 @@ class PoolAgent(AcpAgentBase):
         self.closed.append(session_id)
         return CloseSessionResponse()
 
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        session = self.sessions.get(session_id)
-        if session is not None:
-            session["cancelled"].set()
-
     async def prompt(
         self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
     ) -> PromptResponse:
         session = self.sessions.get(session_id)
         if session is None:
             raise RequestError.invalid_params({"details": f"no session {session_id}"})
-        text = " ".join(b.text for b in prompt if isinstance(b, TextContentBlock))
+        text = prompt_text(prompt)
         word = text.split(" ", 1)[0]
         if word == "who":
             facts = {
                 "pid": os.getpid(),
                 "session": session_id,
-                "cwd": session["cwd"],
+                "cwd": session.cwd,
                 "open": len(self.sessions),
-                "total": self.total,
+                "total": self.opened,
                 "closed": self.closed,
-                "lineage": session["lineage"],
+                "lineage": session.lineage,
                 "env_depth": os.environ.get("DSH_DELEGATION_DEPTH"),
                 "init_meta": self.init_meta,
                 "instance": INSTANCE,
                 "sandbox": os.environ.get("DSH_SANDBOX"),
             }
-            await self._say(session_id, json.dumps(facts))
+            await self.say(session_id, json.dumps(facts))
         elif word == "snoop":
-            await self._say(session_id, json.dumps(snoop(text.split(" ", 1)[1])))
+            await self.say(session_id, json.dumps(snoop(text.split(" ", 1)[1])))
         elif word == "hang":
-            await self._say(session_id, "working on it")
-            await session["cancelled"].wait()
+            await self.say(session_id, "working on it")
+            await session.cancelled.wait()
             return PromptResponse(stop_reason="cancelled")
         elif word == "crash":
-            await self._say(session_id, "about to crash")
-            await asyncio.sleep(0.05)
-            sys.stderr.write("pool agent: crashing on purpose\n")
-            sys.stderr.flush()
-            os._exit(3)
+            await self.crash(session_id, "pool agent")
         elif word == "fail":
             raise RequestError.internal_error({"details": "the pool agent fails this prompt"})
         else:
-            await self._say(session_id, f"echo: {text}")
+            await self.say(session_id, f"echo: {text}")
         return PromptResponse(stop_reason="end_turn")
-
-    async def _say(self, session_id: str, text: str) -> None:
-        content = TextContentBlock(type="text", text=text)
-        update = AgentMessageChunk(session_update="agent_message_chunk", content=content)
-        await self._conn.session_update(session_id, update)
 
 
 if __name__ == "__main__":

@@ -134,7 +134,7 @@ async def test_cancel_reaches_an_agent_that_honours_it(rig: Any) -> None:
     signal = AbortSignal()
     run = await rig.start(rig.mock("hang", **GRACES), signal=signal)
     async with run:
-        await anyio.sleep(0.3)
+        await _at_work(run)
         started = time.monotonic()
         signal.abort("parent changed its mind")
         with anyio.fail_after(5):
@@ -145,6 +145,15 @@ async def test_cancel_reaches_an_agent_that_honours_it(rig: Any) -> None:
     assert result.output == "working on it"
 
 
+async def _at_work(run: Any) -> None:
+    """Until the mock agent says it is at work (its first text progress)."""
+    with anyio.fail_after(30):
+        async with run.progress() as items:
+            async for item in items:
+                if item.kind == "text":
+                    return
+
+
 async def test_agent_that_ignores_cancel_and_eof_is_killed_within_the_graces(
     unsandboxed_rig: Any,
 ) -> None:
@@ -152,7 +161,7 @@ async def test_agent_that_ignores_cancel_and_eof_is_killed_within_the_graces(
     config = unsandboxed_rig.mock("ignore-cancel", "--ignore-eof", **GRACES)
     signal = AbortSignal()
     run = await unsandboxed_rig.start(config, signal=signal)
-    await anyio.sleep(0.3)
+    await _at_work(run)
     started = time.monotonic()
     signal.abort("stop now")
     with anyio.fail_after(10):

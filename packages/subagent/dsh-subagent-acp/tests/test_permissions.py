@@ -37,7 +37,11 @@ async def test_after_cancel_permission_requests_are_answered_cancelled(rig: Any)
     config = rig.mock("ask-after-cancel", name="acp-ask", permission="allow", cancel_grace=5.0)
     run = await rig.start(config, signal=signal)
     async with run:
-        await anyio.sleep(0.3)
+        with anyio.fail_after(30):  # the agent is at work: it said so
+            async with run.progress() as items:
+                async for item in items:
+                    if item.kind == "text":
+                        break
         signal.abort("parent cancelled")
         with anyio.fail_after(10):
             result = await run.result

@@ -170,7 +170,11 @@ async def test_cancel_recycles_the_process(rig: PoolRig) -> None:
     (warm,) = rig.pool.pids()
     signal = AbortSignal()
     run = await rig.start("hang", signal=signal)
-    await anyio.sleep(0.2)
+    with anyio.fail_after(30):  # the agent is at work: it said so
+        async with run.progress() as items:
+            async for item in items:
+                if item.kind == "text":
+                    break
     signal.abort("parent cancelled")
     async with run:
         with anyio.fail_after(10):

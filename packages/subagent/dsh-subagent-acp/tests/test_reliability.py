@@ -25,12 +25,15 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
         ("wrong-id", "an answer to a request it was never sent"),
     ],
 )
+@pytest.mark.timeout(300)
 async def test_a_malformed_answer_fails_the_run_at_once(rig: Any, mode: str, says: str) -> None:
     before = live_children()
     started = time.monotonic()
-    with anyio.fail_after(10):
-        result = await rig.run(rig.mock(mode, turn_timeout=30))
-    assert time.monotonic() - started < 5  # not turn_timeout, not a hang
+    with anyio.fail_after(240):
+        result = await rig.run(rig.mock(mode, turn_timeout=120))
+    # at once: well before turn_timeout (a run that waited for it takes >= 120 s); the
+    # margin is for a loaded machine, where the start alone can take seconds
+    assert time.monotonic() - started < 60
     assert result.stop_reason == "error", result
     assert says in (result.diagnostic or "")
     assert "session/prompt got no answer" in (result.diagnostic or "")
@@ -41,7 +44,7 @@ async def test_half_a_line_is_bounded_by_the_default_turn_timeout(rig: Any) -> N
     config = rig.mock("partial-line")
     assert config.turn_timeout == 900  # on by default: a silent agent cannot hang a run
     short = rig.mock("partial-line", turn_timeout=1, name="acp-partial-short")
-    with anyio.fail_after(10):
+    with anyio.fail_after(50):  # generous: turn_timeout (its diagnostic) ends it, not this
         result = await rig.run(short)
     assert result.stop_reason == "error"
     assert "no answer within turn_timeout = 1 s" in (result.diagnostic or "")

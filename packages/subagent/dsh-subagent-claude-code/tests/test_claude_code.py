@@ -480,7 +480,9 @@ async def test_a_stalled_stream_hits_the_turn_timeout(setup: Setup) -> None:
     before = live_children()
     started = time.monotonic()
     result = await delegate(setup, "DSH-STALL")
-    assert 2 <= time.monotonic() - started < 5
+    # ended by the turn timeout (its diagnostic below), not by a hang: the upper bound
+    # only has to be far below the pytest timeout (a loaded machine starts slowly)
+    assert 2 <= time.monotonic() - started < 45
     assert result.stop_reason == "error"
     assert result.diagnostic is not None
     assert result.diagnostic.startswith(

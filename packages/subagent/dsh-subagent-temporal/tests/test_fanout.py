@@ -21,7 +21,7 @@ import pytest
 from dsh.core import AbortSignal
 from dsh.subagent import SubagentResult, SubagentRuntime, SubagentStartRequest
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)  # 2,500 delegations: slow on a loaded machine
 
 CHILDREN = 2500
 BATCH_MAX = 250
@@ -49,8 +49,15 @@ async def test_two_workers_share_a_fanout_of_2500(
         raise
     workers = [first, second]
     try:
+        # a generous heartbeat timeout: with the tests' 2 s, a worker starved by a loaded
+        # machine misses a beat, the attempt is retried, and the superseded attempt's
+        # result body (written when it ends anyway) is nobody's to delete
         config = tk.provider_config(
-            server, queue, batch_max=BATCH_MAX, result_store=f"file://{result_store}"
+            server,
+            queue,
+            batch_max=BATCH_MAX,
+            result_store=f"file://{result_store}",
+            heartbeat_timeout=60.0,
         )
         huge_prompt = "x" * HUGE
         async with tk.parent_context(config, tmp_path) as (ctx, provider):

@@ -24,7 +24,6 @@ from dsh.core import (
     BoundModel,
     Context,
     ModelRequest,
-    ScriptedAdapter,
     ScriptedReply,
     parse_preset,
     text_of,
@@ -36,6 +35,7 @@ from dsh.subagent import (
 )
 from dsh.testing.fixtures import SCRIPTED_PRESET, last_user_kind, plugin_rows
 from dsh.testing.scripting import call, last_user_text, steps_in_turn
+from dsh.testing.scripting import model as scripted_model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(15)]
 
@@ -81,7 +81,7 @@ class Story:
 
     def model(self) -> BoundModel:
         """A bound model running this script."""
-        return BoundModel(ScriptedAdapter(self))
+        return scripted_model(self)
 
     def __call__(self, request: ModelRequest) -> ScriptedReply:
         if SUBAGENT_MARK in request.system:

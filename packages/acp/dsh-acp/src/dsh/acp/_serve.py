@@ -14,6 +14,8 @@ from dsh.jsonrpc import DEFAULT_MAX_LINE_BYTES
 
 __all__ = ["serve", "serve_stdio"]
 
+_FLUSH_SECONDS = 2.0
+
 
 async def serve(
     agent: Any,
@@ -36,7 +38,9 @@ async def serve(
     reading) calls ``on_output_lost`` at once (cancel the running turns) and ends
     the input. At end of input ``at_end_of_input()`` runs while the connection is
     still open (cancel the running turns, or let requests already received finish);
-    then the connection closes, cancelling whatever request is still running.
+    then the answers of the requests that have finished are written and flushed
+    (within 2 s), and the connection closes, cancelling whatever request is still
+    running.
     ``on_message`` sees every well-formed incoming message first (raw JSON, before
     the ``acp`` models drop what they do not know).
 
@@ -69,6 +73,8 @@ async def serve(
         await conn.listen()
         if at_end_of_input is not None:
             await at_end_of_input()
+        # acp 1.0 writes each answer in a task of its own, which close() cancels
+        await transport.flush(_FLUSH_SECONDS)
     finally:
         await conn.close()
 

@@ -19,9 +19,10 @@ tool's output can never corrupt the JSON-RPC stream. Logs go to stderr.
 Ending: when a live client's input ends (a pipe or socket closes) every running
 turn is cancelled at once and the process exits after tearing down what it
 started; a file fed on stdin (``dsh acp < requests.jsonl``) is a script instead,
-whose requests are answered before exit. SIGTERM (and SIGINT) cancel every turn,
-dispose every delegation (their process trees included) and exit with status 143
-(130).
+whose requests are answered before exit (a turn still running 2 s after the end
+of input is cancelled and answers with its stop reason). SIGTERM (and SIGINT)
+cancel every turn, dispose every delegation (their process trees included) and
+exit with status 143 (130).
 
 Start-up is kept short: the command module imports nothing heavy, and the server
 imports ``acp`` and ``dsh.core`` (both needed to answer ``initialize``).
@@ -282,9 +283,13 @@ class _Serving:
             agent.cancel_all("the ACP client stopped reading")
 
         async def at_end() -> None:
-            if self._cancel_at_end or self._received or lost:
-                agent.cancel_all("the ACP client went away")  # answers have nowhere to go
-            await _drain_requests(_EOF_DRAIN_SECONDS)
+            gone = bool(self._cancel_at_end or self._received or lost)
+            if gone:
+                agent.cancel_all("the ACP client went away")  # end its turns at once
+            if not await _drain_requests(_EOF_DRAIN_SECONDS) and not gone:
+                # a turn still running: cancel it, so it answers with its stop reason
+                agent.cancel_all(f"dsh acp's input ended {_EOF_DRAIN_SECONDS:g} s ago")
+                await _drain_requests(_EOF_DRAIN_SECONDS)
 
         await self._serve(
             agent,
@@ -300,17 +305,23 @@ class _Serving:
 _EOF_DRAIN_SECONDS = 2.0
 
 
-async def _drain_requests(timeout: float) -> None:
-    """Let requests already received answer (bounded by ``timeout``) before the
-    connection closes and cancels the rest: a script fed from a file gets its
-    answers; after a live client left, the cancelled turns end at once."""
+async def _drain_requests(timeout: float) -> bool:
+    """Let the handlers of requests already received return (bounded by ``timeout``;
+    their answers are written by :func:`dsh.acp.serve` before the connection closes
+    and cancels the rest): a script fed from a file gets its answers; after a live
+    client left, the cancelled turns end at once. True if none is left running.
+
+    The handlers are the ``acp`` connection's tasks named ``acp.Connection.request``
+    (0.12: handler and answer; 1.0: the handler, the answer in a task of its own)."""
     in_flight = {
         task
         for task in asyncio.all_tasks()
         if task.get_name() == "acp.Connection.request" and not task.done()
     }
-    if in_flight:
-        await asyncio.wait(in_flight, timeout=timeout)
+    if not in_flight:
+        return True
+    _, running = await asyncio.wait(in_flight, timeout=timeout)
+    return not running
 
 
 def _version() -> str:

@@ -21,7 +21,10 @@ framing instead:
   :data:`LOG_LINES_PER_SECOND` a second (then a count of the suppressed ones);
 * a write that fails (the client closed its input, EPIPE) ends the connection:
   ``on_output_lost`` is called once, :meth:`receive` reports end of input, and
-  later messages are dropped (requests to the client fail at once).
+  later messages are dropped (requests to the client fail at once);
+* :meth:`~StrictAgentTransport.flush` waits until the answer of every request
+  whose handler returned is written (``acp`` 1.0 writes answers in tasks of their
+  own, which closing the connection cancels).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class _InFlight:
     request_id: Any
     task: asyncio.Task[Any] | None = None
     cancelled: bool = False
+    finished: bool = False  # the handler returned: its answer is due
 
 
 class StrictAgentTransport:
@@ -106,6 +110,8 @@ class StrictAgentTransport:
         self._initialized = not require_initialize
         self._receiver: asyncio.Task[Any] | None = None
         self._woken = False
+        self._answering = 0  # answers on their way out (taken off _in_flight, not yet written)
+        self._progress: asyncio.Event | None = None  # set when an answer is due or written
         self._notes = _RateLimitedLog(LOG_LINES_PER_SECOND)
         self.rejected = 0
         """Frames answered with an error by the transport itself."""
@@ -118,9 +124,18 @@ class StrictAgentTransport:
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message as a line. Once the output is lost a request raises
         :class:`ConnectionError` (no answer can come); anything else is dropped."""
-        is_request = "method" in message and "id" in message
-        if "method" not in message and "id" in message:
-            self._in_flight.pop(_key(message.get("id")), None)
+        if "method" in message or "id" not in message:
+            await self._write(message, is_request="id" in message)
+            return
+        self._in_flight.pop(_key(message.get("id")), None)
+        self._answering += 1
+        try:
+            await self._write(message, is_request=False)
+        finally:
+            self._answering -= 1
+            self._progressed()
+
+    async def _write(self, message: dict[str, Any], *, is_request: bool) -> None:
         if self.output_lost is not None or self.closed:
             if is_request:
                 raise ConnectionError(f"the ACP client is gone ({self.output_lost or 'closed'})")
@@ -174,6 +189,30 @@ class StrictAgentTransport:
             _CURRENT_REQUEST.set(key)  # copied into the task that handles this message
             return message
 
+    async def flush(self, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, until the answer of every request whose
+        handler has returned is written and the writer's buffer is empty (the ``acp``
+        connection may write an answer in a task of its own, which closing it cancels).
+        True once so; False on timeout, or when the output is lost or closed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._answering or any(entry.finished for entry in self._in_flight.values()):
+            if self.output_lost is not None or self.closed:
+                return False
+            self._progress = progress = asyncio.Event()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await progress.wait()
+            except TimeoutError:
+                return False
+            finally:
+                self._progress = None
+        while _buffered(self._writer):
+            if self.output_lost is not None or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
     async def close(self) -> None:
         """Close the output (the client sees EOF)."""
         self.closed = True
@@ -198,17 +237,21 @@ class StrictAgentTransport:
             key = _CURRENT_REQUEST.get()
             entry = self._in_flight.get(key) if key is not None else None
             task = asyncio.current_task()
-            if entry is not None:
-                if entry.cancelled:
-                    raise _cancelled(entry)
-                entry.task = task
             try:
+                if entry is not None:
+                    if entry.cancelled:
+                        raise _cancelled(entry)
+                    entry.task = task
                 return await handler(method, params, False)
             except asyncio.CancelledError:
                 # only our cancel (none from the connection closing): answer it -32800
                 if entry is not None and entry.cancelled and task and task.uncancel() == 0:
                     raise _cancelled(entry) from None
                 raise
+            finally:
+                if entry is not None:
+                    entry.finished = True
+                    self._progressed()
 
         return guarded
 
@@ -225,6 +268,10 @@ class StrictAgentTransport:
             raise
         finally:
             self._receiver = None
+
+    def _progressed(self) -> None:
+        if self._progress is not None:
+            self._progress.set()
 
     def _lose(self, exc: BaseException) -> None:
         """The client can no longer be written to: end the connection."""
@@ -308,6 +355,14 @@ class _RateLimitedLog:
 def _key(request_id: Any) -> Any:
     # JSON-RPC ids 1 and "1" are different requests
     return (type(request_id).__name__, request_id)
+
+
+def _buffered(writer: asyncio.StreamWriter) -> int:
+    """Bytes the writer's transport still holds (0 for one that writes at once)."""
+    try:
+        return writer.transport.get_write_buffer_size()
+    except (NotImplementedError, AttributeError, RuntimeError):
+        return 0
 
 
 def _not_initialized(message: dict[str, Any]) -> dict[str, Any]:

@@ -4,17 +4,20 @@ Context and plugins, sessions (JSONL), agents and the agent loop, the LLM runtim
 with a scripted adapter, tools, jobs, the event bus and the abort signal.
 """
 
-from dsh.core._agent import (
-    Agent,
-    AgentObserver,
-    StopReason,
-    ToolContext,
-    TurnOutcome,
-    last_output,
-)
-from dsh.core._agents import AgentRegistry
+from dsh.core._agent import AgentObserver, StopReason, TurnOutcome, last_output
 from dsh.core._content import Content, ContentBlock, as_blocks, text_block, text_of
-from dsh.core._context import Context
+from dsh.core._context import (
+    NO_TRACING,
+    Agent,
+    AgentRegistry,
+    Approver,
+    Context,
+    PermissionRequest,
+    Permissions,
+    ToolContext,
+    Tracing,
+    install_tracing,
+)
 from dsh.core._effects import AsyncDisposer, Disposer, EffectScope
 from dsh.core._env_model import EnvModel, NoModelError, model_from_env
 from dsh.core._errors import ConfigError, DshError
@@ -50,7 +53,7 @@ from dsh.core._permission_config import (
     PermissionPolicy,
     PermissionsConfig,
 )
-from dsh.core._permissions import PERMISSION_REFUSED, Approver, PermissionRequest, Permissions
+from dsh.core._permissions import PERMISSION_REFUSED
 from dsh.core._plugins import LoadedPlugin, NoConfig, Plugin, PluginError, PluginHost
 from dsh.core._presets import (
     AgentDefaults,
@@ -100,14 +103,7 @@ from dsh.core._tools import (
     TurnBlocked,
     tool,
 )
-from dsh.core._tracing import (
-    NO_TRACING,
-    TRACING_SWITCH_ENV,
-    TracedCall,
-    Tracing,
-    install_tracing,
-    tracing_switched_on,
-)
+from dsh.core._tracing import TRACING_SWITCH_ENV, TracedCall, tracing_switched_on
 from dsh.core._trust import (
     TrustedPreset,
     UntrustedPresetError,

@@ -18,6 +18,11 @@ A turn runs in the caller's task when the caller waits for it (:meth:`Agent.driv
 outlives the context; :meth:`Agent.aclose` cancels and waits until the agent is
 quiescent. The turn itself is in :mod:`dsh.core._turn` (:class:`~dsh.core._turn.TurnLoop`,
 this class's base).
+
+:class:`AgentCore` knows its context only through :class:`AgentHost` (what it asks of a
+:class:`~dsh.core.Context`); the public :class:`~dsh.core.Agent` (in :mod:`dsh.core._context`,
+beside the context it names) adds the hooks that need the context's own types: tool
+contexts and tracing.
 """
 
 from __future__ import annotations
@@ -26,40 +31,65 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol
 
 import anyio
 
 from dsh.core._content import Content, as_blocks
 from dsh.core._effects import Disposer
-from dsh.core._llm import BoundModel, ModelRequest, ToolCall
-from dsh.core._permission_config import PermissionDecision
+from dsh.core._jobs import JobRegistry
+from dsh.core._llm import BoundModel
 from dsh.core._prompt import PromptSections
 from dsh.core._sandbox import SandboxPolicy
 from dsh.core._session import Event, Session, SessionError
 from dsh.core._signals import AbortSignal
-from dsh.core._tools import AgentTools, Tool
+from dsh.core._tools import AgentTools
 from dsh.core._turn import (
     AgentObserver,
     StopReason,
-    TracedCall,
+    TurnHost,
     TurnLoop,
     TurnOutcome,
     last_output,
 )
 
-if TYPE_CHECKING:
-    from dsh.core._context import Context
-
-__all__ = ["Agent", "AgentObserver", "StopReason", "ToolContext", "TurnOutcome", "last_output"]
+__all__ = [
+    "AgentCore",
+    "AgentHost",
+    "AgentObserver",
+    "StopReason",
+    "TurnOutcome",
+    "last_output",
+]
 
 _log = logging.getLogger("dsh.core._agent")
 
 
-class Agent(TurnLoop):
-    """One agent: a session, a model, a system prompt and the tools it may use."""
+class AgentHost(TurnHost, Protocol):
+    """What an agent needs of its context (a :class:`~dsh.core.Context`): the root
+    sandbox, the jobs it may own, and the loop its turns run on."""
+
+    @property
+    def sandbox(self) -> SandboxPolicy:
+        """The root sandbox policy (an agent created without one runs under it)."""
+
+    @property
+    def jobs(self) -> JobRegistry:
+        """The context's jobs: an agent closes only once its own have stopped."""
+
+    def spawn(
+        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any, eager: bool = False
+    ) -> asyncio.Task[Any]:
+        """Run ``fn(*args)`` as a task the context owns (a turn's driver)."""
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Run ``callback()`` at the loop's next iteration (a followup's driver)."""
+
+
+class AgentCore(TurnLoop):
+    """One agent's lifecycle: its messages, its turns and its closing (the base of
+    :class:`~dsh.core.Agent`, which adds the hooks that name the context's types)."""
 
     __slots__ = (
         "__weakref__",
@@ -80,7 +110,7 @@ class Agent(TurnLoop):
 
     def __init__(
         self,
-        ctx: Context,
+        ctx: AgentHost,
         session: Session,
         model: BoundModel,
         prompt: PromptSections,
@@ -90,7 +120,7 @@ class Agent(TurnLoop):
         label: str | None = None,
         max_steps: int = 50,
         sandbox: SandboxPolicy | None = None,
-        forget: Callable[[Agent], None] | None = None,
+        forget: Callable[[AgentCore], None] | None = None,
     ) -> None:
         self.ctx = ctx
         self._host = ctx
@@ -183,20 +213,6 @@ class Agent(TurnLoop):
         if type in self._MESSAGE_TYPES:
             raise ValueError(f"{type!r} events are written by the agent loop, not recorded")
         return self._append(type, data)
-
-    # -- what the loop asks of the agent --------------------------------------------
-
-    def _tool_context(self, call_id: str, signal: AbortSignal) -> ToolContext:
-        return ToolContext(self, call_id, signal)
-
-    def _trace_turn(self, turn: int) -> TracedCall:
-        return self.ctx.tracing.turn(self, turn)
-
-    def _trace_model_call(self, request: ModelRequest) -> TracedCall:
-        return self.ctx.tracing.model_call(self, request)
-
-    def _trace_tool_call(self, call: ToolCall) -> TracedCall:
-        return self.ctx.tracing.tool_call(self, call)
 
     # -- input --------------------------------------------------------------------
 
@@ -442,27 +458,12 @@ class Agent(TurnLoop):
             self._steer = promoted[1:] or None
 
 
-@dataclass(slots=True)
-class ToolContext:
-    """What a running tool call can see: its agent, call id and abort signal."""
-
-    agent: Agent
-    call_id: str
-    signal: AbortSignal
-
-    async def check_permission(self, tool: Tool, arguments: Any) -> PermissionDecision:
-        """Whether the agent's context lets it run the governed ``tool`` with
-        ``arguments`` (:meth:`~dsh.core.Permissions.check`; :meth:`Tool.invoke` asks)."""
-        agent = self.agent
-        return await agent.ctx.permissions.check(tool, arguments, agent, self.call_id)
-
-
 class _Unobserve:
     """The disposer :meth:`Agent.observe` returns (one small object, not a closure)."""
 
     __slots__ = ("_agent", "_observer")
 
-    def __init__(self, agent: Agent, observer: AgentObserver) -> None:
+    def __init__(self, agent: AgentCore, observer: AgentObserver) -> None:
         self._agent = agent
         self._observer = observer
 

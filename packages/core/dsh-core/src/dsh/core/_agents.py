@@ -1,36 +1,101 @@
-"""The agent registry (``ctx.agents``): create, look up, resume and close agents."""
+"""The agent registry's logic (``ctx.agents``): create, look up, resume and close agents.
+
+:class:`LiveAgents` is generic in the agent class it builds: the public
+:class:`~dsh.core.AgentRegistry` (in :mod:`dsh.core._context`) binds it to
+:class:`~dsh.core.Agent` and builds each one with its context (:meth:`LiveAgents._new_agent`).
+What the registry needs of the context is :class:`RegistryHost`.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
-from dsh.core._agent import Agent
+from dsh.core._agent import AgentCore
 from dsh.core._errors import ConfigError
-from dsh.core._llm import BoundModel, ModelConfig
+from dsh.core._llm import BoundModel, LLMRuntime, ModelConfig
+from dsh.core._presets import AgentDefaults
 from dsh.core._prompt import PromptSections
 from dsh.core._sandbox import SandboxConfig, SandboxPolicy
-from dsh.core._session import Event, Session, SessionError, SessionHeader, new_session_id
-from dsh.core._tools import AgentTools, ToolView
+from dsh.core._session import (
+    Event,
+    Session,
+    SessionError,
+    SessionHeader,
+    SessionStore,
+    new_session_id,
+)
+from dsh.core._tools import AgentTools, ToolRegistry, ToolView
 
-if TYPE_CHECKING:
-    from dsh.core._context import Context
+__all__ = ["ConfigError", "LiveAgents", "RegistryHost"]
 
-__all__ = ["AgentRegistry", "ConfigError"]
+A = TypeVar("A", bound=AgentCore)
 
 
-class AgentRegistry:
-    """Creates agents and tracks the live ones."""
+class RegistryHost(Protocol):
+    """What the registry needs of its context (a :class:`~dsh.core.Context`): where new
+    agents' defaults come from."""
 
-    def __init__(self, ctx: Context) -> None:
+    @property
+    def sandbox(self) -> SandboxPolicy:
+        """The root sandbox policy a root agent narrows."""
+
+    @property
+    def cwd(self) -> str:
+        """A root agent's working directory."""
+
+    @property
+    def sessions(self) -> SessionStore | None:
+        """Where persisted sessions live (None: in memory only)."""
+
+    @property
+    def prompt(self) -> PromptSections:
+        """The deployment's system-prompt sections (copied into each agent)."""
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The registered tools (an agent's default view)."""
+
+    @property
+    def defaults(self) -> AgentDefaults:
+        """The preset's agent defaults (``max_steps``)."""
+
+    @property
+    def llm(self) -> LLMRuntime:
+        """Binds a :class:`~dsh.core.ModelConfig` to its adapter."""
+
+    def default_model(self) -> BoundModel:
+        """The model of a root agent created without one."""
+
+
+class LiveAgents(Generic[A]):
+    """Creates agents and tracks the live ones (the logic of
+    :class:`~dsh.core.AgentRegistry`, which builds the agents: :meth:`_new_agent`)."""
+
+    def __init__(self, ctx: RegistryHost) -> None:
         self._ctx = ctx
-        self._live: dict[str, Agent] = {}
+        self._live: dict[str, A] = {}
+
+    def _new_agent(
+        self,
+        session: Session,
+        model: BoundModel,
+        prompt: PromptSections,
+        tools: AgentTools,
+        *,
+        parent_id: str | None,
+        label: str | None,
+        max_steps: int,
+        sandbox: SandboxPolicy,
+    ) -> A:
+        """A new live agent on ``session`` (its ``forget`` is :meth:`_forget`)."""
+        raise NotImplementedError
 
     def create(
         self,
         *,
-        parent: Agent | None = None,
+        parent: A | None = None,
         model: ModelConfig | BoundModel | None = None,
         persona: str | None = None,
         tools: ToolView | None = None,
@@ -43,7 +108,7 @@ class AgentRegistry:
         session_id: str | None = None,
         prompt: PromptSections | None = None,
         sandbox: SandboxConfig | SandboxPolicy | None = None,
-    ) -> Agent:
+    ) -> A:
         """Create an agent with a new session.
 
         ``parent`` sets lineage (``parent_session``), depth (parent's + 1), cwd and
@@ -88,8 +153,7 @@ class AgentRegistry:
         prompt = prompt.copy() if prompt is not None else ctx.prompt.copy()
         if persona is not None:
             prompt.set("persona", persona)
-        agent = Agent(
-            ctx,
+        agent = self._new_agent(
             session,
             bound,
             prompt,
@@ -98,7 +162,6 @@ class AgentRegistry:
             label=label,
             max_steps=max_steps or ctx.defaults.max_steps,
             sandbox=policy,
-            forget=self._forget,
         )
         self._live[agent.id] = agent
         return agent
@@ -112,7 +175,7 @@ class AgentRegistry:
         label: str | None = None,
         prompt: PromptSections | None = None,
         max_steps: int | None = None,
-    ) -> Agent:
+    ) -> A:
         """Re-open a persisted session as a live agent (a torn tail is cut off).
 
         A turn the log shows started but never ended (the process stopped during
@@ -131,8 +194,7 @@ class AgentRegistry:
             session.close()
             raise
         parent = self._live.get(session.header.parent_session or "")
-        agent = Agent(
-            self._ctx,
+        agent = self._new_agent(
             session,
             self._resolve_model(model, parent),
             (prompt if prompt is not None else self._ctx.prompt).copy(),
@@ -141,16 +203,15 @@ class AgentRegistry:
             label=label,
             max_steps=max_steps or self._ctx.defaults.max_steps,
             sandbox=_resumed_sandbox(self._ctx.sandbox, parent, session),
-            forget=self._forget,
         )
         self._live[agent.id] = agent
         return agent
 
-    def get(self, agent_id: str) -> Agent | None:
+    def get(self, agent_id: str) -> A | None:
         """The live agent with ``agent_id``, or None."""
         return self._live.get(agent_id)
 
-    def list(self) -> list[Agent]:
+    def list(self) -> list[A]:
         """Live agents in creation order."""
         return list(self._live.values())
 
@@ -162,12 +223,12 @@ class AgentRegistry:
         for agent in sorted(self._live.values(), key=lambda a: -a.depth):
             await agent.aclose("context closed")
 
-    def _forget(self, agent: Agent) -> None:
+    def _forget(self, agent: AgentCore) -> None:
         if self._live.get(agent.id) is agent:
             del self._live[agent.id]
 
     def _resolve_model(
-        self, model: ModelConfig | BoundModel | None, parent: Agent | None
+        self, model: ModelConfig | BoundModel | None, parent: AgentCore | None
     ) -> BoundModel:
         if isinstance(model, BoundModel):
             return model
@@ -198,7 +259,9 @@ def _close_cut_off_turn(session: Session) -> None:
             return
 
 
-def _resumed_sandbox(root: SandboxPolicy, parent: Agent | None, session: Session) -> SandboxPolicy:
+def _resumed_sandbox(
+    root: SandboxPolicy, parent: AgentCore | None, session: Session
+) -> SandboxPolicy:
     """A resumed agent's policy: its parent's (or the context's), narrowed by the one
     its session recorded, so a cold resume is never wider than the first activation."""
     ceiling = parent.sandbox if parent is not None else root

@@ -10,65 +10,238 @@ plugin unloaded and no task is left::
 
 Services that packages add (``ctx.subagents`` from ``dsh-subagent``, ...) are
 registered with :meth:`Context.provide` and read as attributes.
+
+This is the top of the core: the public types that name the context or each other
+(:class:`Agent` has its ``ctx``, the context its ``agents``, its ``tracing`` and its
+``permissions``, whose hooks and requests name the agent) are declared here, on
+logic below that knows them only through small protocols: :class:`~dsh.core._agent.AgentCore`
+(an agent's lifecycle), :class:`~dsh.core._agents.LiveAgents` (the registry),
+:class:`~dsh.core._permissions.PermissionGate` (the policy) and
+:class:`~dsh.core._container.Container` (tasks and services).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import logging
 import os
-import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
-from importlib.metadata import EntryPoint, entry_points
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
 import anyio
 
-from dsh.core._agents import AgentRegistry
+from dsh.core._agent import AgentCore
+from dsh.core._agents import LiveAgents
+from dsh.core._container import Container, root_sandbox, with_tracing_row
 from dsh.core._effects import Disposer
 from dsh.core._env_model import NO_MODEL_HELP, EnvModel, NoModelError, model_from_env
 from dsh.core._events import EventBus
 from dsh.core._gc import tune_gc
 from dsh.core._jobs import JobRegistry
-from dsh.core._llm import BoundModel, LLMRuntime, ModelConfigError
-from dsh.core._permission_config import PermissionsConfig
-from dsh.core._permissions import Permissions
-from dsh.core._plugins import ENTRY_POINT_GROUP, PluginHost
-from dsh.core._presets import AgentDefaults, PluginRow, Preset, PresetError
+from dsh.core._llm import BoundModel, LLMRuntime, ModelConfigError, ModelRequest, ToolCall
+from dsh.core._permission_config import PermissionDecision, PermissionsConfig
+from dsh.core._permissions import PermissionGate
+from dsh.core._plugins import PluginHost
+from dsh.core._presets import AgentDefaults, Preset
 from dsh.core._prompt import PromptSections
-from dsh.core._sandbox import SANDBOX_ENV, SandboxConfig, SandboxPolicy
+from dsh.core._sandbox import SandboxConfig, SandboxPolicy
 from dsh.core._scripted import scripted_factory
-from dsh.core._session import SessionStore
-from dsh.core._tools import ToolRegistry
-from dsh.core._tracing import (
-    NO_TRACING,
-    TRACING_PLUGIN,
-    TRACING_SWITCH_ENV,
-    Tracing,
-    tracing_switched_on,
-)
+from dsh.core._session import Session, SessionStore
+from dsh.core._signals import AbortSignal
+from dsh.core._tools import AgentTools, Tool, ToolRegistry
+from dsh.core._tracing import NO_CALL, NO_CONTEXT, TracedCall
 
-__all__ = ["SERVICE_ENTRY_POINT_GROUP", "Context", "root_sandbox"]
-
-SERVICE_ENTRY_POINT_GROUP = "dsh.services"
-"""Entry points that install a context service on first access (``ctx.<name>``)."""
-
-T = TypeVar("T")
-
-_log = logging.getLogger("dsh.core._context")
-_EAGER_START = sys.version_info >= (3, 12)
-"""``asyncio.Task(..., eager_start=True)`` exists (Python 3.12+)."""
+__all__ = [
+    "NO_TRACING",
+    "Agent",
+    "AgentRegistry",
+    "Approver",
+    "Context",
+    "PermissionRequest",
+    "Permissions",
+    "ToolContext",
+    "Tracing",
+    "TracingHost",
+    "install_tracing",
+]
 
 
-@functools.cache
-def _declared_services() -> dict[str, EntryPoint]:
-    return {ep.name: ep for ep in entry_points(group=SERVICE_ENTRY_POINT_GROUP)}
+class Agent(AgentCore):
+    """One agent: a session, a model, a system prompt and the tools it may use."""
+
+    __slots__ = ()
+
+    ctx: Context
+    """The context the agent runs in."""
+
+    def _tool_context(self, call_id: str, signal: AbortSignal) -> ToolContext:
+        return ToolContext(self, call_id, signal)
+
+    def _trace_turn(self, turn: int) -> TracedCall:
+        return self.ctx.tracing.turn(self, turn)
+
+    def _trace_model_call(self, request: ModelRequest) -> TracedCall:
+        return self.ctx.tracing.model_call(self, request)
+
+    def _trace_tool_call(self, call: ToolCall) -> TracedCall:
+        return self.ctx.tracing.tool_call(self, call)
 
 
-class Context:
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool call can see: its agent, call id and abort signal."""
+
+    agent: Agent
+    call_id: str
+    signal: AbortSignal
+
+    async def check_permission(self, tool: Tool, arguments: Any) -> PermissionDecision:
+        """Whether the agent's context lets it run the governed ``tool`` with
+        ``arguments`` (:meth:`~dsh.core.Permissions.check`; :meth:`Tool.invoke` asks)."""
+        agent = self.agent
+        return await agent.ctx.permissions.check(tool, arguments, agent, self.call_id)
+
+
+class AgentRegistry(LiveAgents[Agent]):
+    """Creates agents and tracks the live ones (``ctx.agents``)."""
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._context = ctx
+
+    def _new_agent(
+        self,
+        session: Session,
+        model: BoundModel,
+        prompt: PromptSections,
+        tools: AgentTools,
+        *,
+        parent_id: str | None,
+        label: str | None,
+        max_steps: int,
+        sandbox: SandboxPolicy,
+    ) -> Agent:
+        return Agent(
+            self._context,
+            session,
+            model,
+            prompt,
+            tools,
+            parent_id=parent_id,
+            label=label,
+            max_steps=max_steps,
+            sandbox=sandbox,
+            forget=self._forget,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    """A tool call waiting for a decision."""
+
+    tool: str
+    kind: str
+    """What the tool does, in ACP's words: read, edit, delete, move, search, execute,
+    think, fetch, other."""
+    title: str
+    """One line for a human: ``Run `pytest -q```, ``Write notes.txt``; control
+    characters in it are shown as escapes (``\\x1b``, ``\\r``), never raw. It may be cut:
+    ``arguments`` holds the whole call."""
+    arguments: Mapping[str, Any] | None
+    agent: Agent
+    call_id: str
+
+
+Approver = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+
+
+class Permissions(PermissionGate[Agent, PermissionRequest]):
+    """The policy and the approvers of one context (``ctx.permissions``; the rules are
+    in :mod:`dsh.core._permissions`)."""
+
+    def __init__(self, ctx: Context, config: PermissionsConfig | None = None) -> None:
+        super().__init__(ctx, config, PermissionRequest)
+
+
+class Tracing:
+    """The tracing seam (``ctx.tracing``): how core, providers and servers take part in
+    distributed tracing without importing a tracing library. This base traces nothing.
+
+    A tracing plugin (``dsh-otel``) subclasses it, sets ``enabled = True`` to have the
+    agent loop call :meth:`turn`, :meth:`model_call` and :meth:`tool_call`, and installs
+    it with :func:`install_tracing`. The default, :data:`NO_TRACING`, leaves ``enabled``
+    False, so an untraced runtime pays one attribute check per turn, per model call and
+    per tool call.
+
+    Who calls what: the agent loop, only when ``enabled``, the three hooks (the
+    :class:`TracedCall` a hook returns may stay current for the tracing library until
+    the loop calls its ``end``, once, in the same task); a provider that starts a child
+    process, :meth:`headers` (W3C ``traceparent`` / ``tracestate`` for ACP ``_meta`` or
+    the environment); a server that runs a turn for a remote caller (``dsh acp``),
+    :meth:`continue_from` with the headers the caller sent, around the turn.
+    """
+
+    __slots__ = ()
+
+    enabled: bool = False
+    """True if the agent loop should report model and tool calls."""
+
+    def headers(self, run_id: str | None = None) -> dict[str, str]:
+        """W3C trace-context headers to hand a child process: ``traceparent`` and,
+        where there is one, ``tracestate`` (and ``baggage``). With ``run_id``, those of
+        that delegation's span when the tracer has one; else those of the current span.
+        Empty when nothing is traced (always, by default). A new dict each call."""
+        return {}
+
+    def continue_from(self, headers: Mapping[str, object]) -> AbstractContextManager[None]:
+        """A context manager that makes the remote parent in ``headers`` (W3C keys
+        ``traceparent``, ``tracestate``, ``baggage``; other keys are ignored) current
+        while it is entered, so a turn run inside it continues the caller's trace.
+        By default: does nothing."""
+        return NO_CONTEXT
+
+    def turn(self, agent: Agent, turn: int) -> TracedCall:
+        """``agent`` started turn number ``turn`` (its ``turn/start`` is in the log;
+        only when ``enabled``). Ended after the ``turn/end``."""
+        return NO_CALL
+
+    def model_call(self, agent: Agent, request: ModelRequest) -> TracedCall:
+        """``agent`` is about to call its model with ``request`` (only when ``enabled``)."""
+        return NO_CALL
+
+    def tool_call(self, agent: Agent, call: ToolCall) -> TracedCall:
+        """``agent`` is about to run the tool ``call`` (only when ``enabled``)."""
+        return NO_CALL
+
+
+NO_TRACING = Tracing()
+"""The default ``ctx.tracing``: traces nothing."""
+
+
+class TracingHost(Protocol):
+    """What :func:`install_tracing` needs of a context: its ``tracing`` seam."""
+
+    tracing: Tracing
+
+
+def install_tracing(ctx: TracingHost, tracing: Tracing) -> Disposer:
+    """Make ``tracing`` the context's ``ctx.tracing``; the disposer puts the default
+    back. A second tracer while one is installed raises ``ValueError``."""
+    if ctx.tracing is not NO_TRACING:
+        raise ValueError(
+            f"a tracer is already installed in this context ({type(ctx.tracing).__name__})"
+        )
+    ctx.tracing = tracing
+
+    def remove() -> None:
+        if ctx.tracing is tracing:
+            ctx.tracing = NO_TRACING
+
+    return remove
+
+
+class Context(Container):
     """Services shared by everything in one dsh runtime.
 
     ``events`` (the bus), ``tools``, ``llm``, ``agents``, ``jobs``, ``plugins``,
@@ -89,6 +262,7 @@ class Context:
         permissions: PermissionsConfig | None = None,
         sandbox: SandboxPolicy | None = None,
     ) -> None:
+        super().__init__()
         self.defaults = defaults or AgentDefaults()
         self.sandbox = sandbox if sandbox is not None else root_sandbox(None)
         """The root sandbox policy: what every agent's tool processes may at most do."""
@@ -108,10 +282,6 @@ class Context:
         self.tracing: Tracing = NO_TRACING
         """The tracing seam: traces nothing until a tracing plugin installs one
         (:func:`~dsh.core.install_tracing`)."""
-        self._services: dict[str, Any] = {}
-        self._closers: list[Callable[[], Coroutine[Any, Any, None]]] = []
-        self._tasks: set[asyncio.Task[Any]] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._default_model: BoundModel | None = None
         self.closing = False
         """True once :meth:`aclose` has started: runtime notices are no longer delivered."""
@@ -146,175 +316,32 @@ class Context:
             permissions=preset.permissions if preset is not None else None,
             sandbox=root_sandbox(preset, sandbox),
         )
+        ctx._own_tasks()
         try:
-            ctx._loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise RuntimeError("dsh runs on asyncio (anyio's asyncio backend)") from None
-        ctx._tasks = set()
-        try:
-            if preset is not None:  # DSH_OTEL=1 adds dsh-otel (_with_tracing_row)
-                rows = _with_tracing_row(preset.enabled_rows(), len(preset.plugin))
+            if preset is not None:  # DSH_OTEL=1 adds dsh-otel (with_tracing_row)
+                rows = with_tracing_row(preset.enabled_rows(), len(preset.plugin))
                 await ctx.plugins.load_rows(rows)
             yield ctx
         finally:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await ctx.aclose()
-                finally:
-                    await ctx._cancel_tasks()
+            await ctx._finish()
 
-    def on_close(self, closer: Callable[[], Coroutine[Any, Any, None]]) -> Disposer:
-        """Run ``await closer()`` when the context closes, before agents are closed.
+    def _own_tasks(self) -> None:
+        self._start_tasks()
 
-        Services that own live work (e.g. the subagent runtime's runs) drain here.
-        """
-        self._closers.append(closer)
-
-        def remove() -> None:
-            if closer in self._closers:
-                self._closers.remove(closer)
-
-        return remove
+    async def _finish(self) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.aclose()
+            finally:
+                await self._cancel_tasks()
 
     async def aclose(self) -> None:
         """Run close hooks (newest first), kill jobs, close agents, unload plugins."""
         self.closing = True
-        while self._closers:
-            closer = self._closers.pop()
-            try:
-                await closer()
-            except Exception:
-                _log.exception("close hook %r failed", closer)
+        await self._run_closers()
         await self.jobs.aclose()
         await self.agents.aclose_all()
         await self.plugins.unload_all()
-
-    # -- tasks --------------------------------------------------------------------
-
-    def spawn(
-        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any, eager: bool = False
-    ) -> asyncio.Task[Any]:
-        """Run ``fn(*args)`` as a task owned by this context.
-
-        The context cancels and awaits every task it still owns when it closes, so no
-        task outlives it. (Native asyncio tasks: anyio's ``start_soon`` costs ~5x more
-        on the delegation hot path; anyio cancel scopes work inside them as usual.)
-        ``eager``: on Python 3.12+ (and with no custom task factory) the task's first
-        step runs at once, so a coroutine that never suspends is done on return.
-        """
-        tasks, loop = self._tasks, self._loop
-        if tasks is None or loop is None:
-            raise RuntimeError(
-                "this context is not open: use `async with Context.open(...) as ctx`"
-            )
-        if eager and _EAGER_START and loop.get_task_factory() is None:
-            task = asyncio.Task(fn(*args), loop=loop, eager_start=True)  # type: ignore[call-arg]
-            if task.done():
-                self._task_done(task)
-                return task
-        else:
-            task = loop.create_task(fn(*args))
-        tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def call_soon(self, callback: Callable[[], object]) -> None:
-        """Run ``callback()`` on the context's loop at its next iteration."""
-        if self._loop is None:
-            raise RuntimeError(
-                "this context is not open: use `async with Context.open(...) as ctx`"
-            )
-        self._loop.call_soon(callback)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        if self._tasks is not None:
-            self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            _log.error("context task %r failed", task, exc_info=task.exception())
-
-    async def _cancel_tasks(self) -> None:
-        tasks = self._tasks or set()
-        while tasks:
-            pending = list(tasks)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            tasks.difference_update(pending)
-        self._tasks = None
-
-    # -- services -----------------------------------------------------------------
-
-    def provide(self, name: str, service: object) -> Disposer:
-        """Expose ``service`` as ``ctx.<name>``; a clash raises ``ValueError``."""
-        if name in self._services or name in type(self).__dict__ or name in self.__dict__:
-            raise ValueError(f'the context already has a service named "{name}"')
-        self._services[name] = service
-
-        def remove() -> None:
-            if self._services.get(name) is service:
-                del self._services[name]
-
-        return remove
-
-    def service(self, name: str, kind: type[T]) -> T:
-        """The service ``name``, checked to be a ``kind`` (typed access).
-
-        A service not provided yet is installed from the ``dsh.services`` entry point
-        of that name, if an installed distribution declares one."""
-        found = self._services.get(name)
-        if found is None:
-            found = self._install_declared(name)
-        if found is None:
-            raise LookupError(
-                f'no service "{name}" in this context: install or load the package that provides it'
-            )
-        if not isinstance(found, kind):
-            raise TypeError(f'service "{name}" is a {type(found).__name__}, not a {kind.__name__}')
-        return found
-
-    def ensure_service(self, name: str, kind: type[T], factory: Callable[[Context], T]) -> T:
-        """The service ``name``; created with ``factory(ctx)`` and provided on first use.
-
-        How a package installs its service once per context (the factory registers
-        whatever close hook the service needs)."""
-        found = self._services.get(name)
-        if found is None:
-            found = factory(self)
-            self.provide(name, found)
-        if not isinstance(found, kind):
-            raise TypeError(f'service "{name}" is a {type(found).__name__}, not a {kind.__name__}')
-        return found
-
-    def has_service(self, name: str) -> bool:
-        """True if ``name`` is provided (declared but not yet installed services: False)."""
-        return name in self._services
-
-    def _install_declared(self, name: str) -> Any:
-        """Install the service a ``dsh.services`` entry point declares under ``name``.
-
-        The entry point names a callable taking the context and returning the
-        service (it installs itself with :meth:`ensure_service`)."""
-        entry = _declared_services().get(name)
-        if entry is None:
-            return None
-        install = entry.load()
-        service = install(self)
-        return self._services.get(name, service)
-
-    def __getattr__(self, name: str) -> Any:
-        services = self.__dict__.get("_services")
-        if services is None or name.startswith("_"):
-            raise AttributeError(name)
-        if name in services:
-            return services[name]
-        found = self._install_declared(name)
-        if found is not None:
-            return found
-        raise AttributeError(
-            f'no service "{name}" in this context: install or load the package that provides it'
-        )
-
-    # -- models -------------------------------------------------------------------
 
     def default_model(self) -> BoundModel:
         """The model of agents created without one: ``[agent.model]``, else the one the
@@ -339,29 +366,3 @@ class Context:
                     f"the model from the environment ({found.reason}): {exc}"
                 ) from exc
         return self._default_model
-
-
-def root_sandbox(preset: Preset | None, config: SandboxConfig | None = None) -> SandboxPolicy:
-    """The root sandbox policy for ``preset`` (``config`` replaces its ``[sandbox]``
-    table), under the ceiling a parent process passed in :data:`SANDBOX_ENV`."""
-    table = config if config is not None else preset.sandbox if preset is not None else None
-    policy = SandboxPolicy.from_config(table, protected=preset.files if preset else ())
-    inherited = os.environ.get(SANDBOX_ENV)
-    if inherited:
-        policy = SandboxPolicy.from_json(inherited).narrowed(policy, strict=False)
-    return policy
-
-
-def _with_tracing_row(
-    rows: list[tuple[int, PluginRow]], next_index: int
-) -> list[tuple[int, PluginRow]]:
-    """``rows`` with a ``dsh-otel`` row at the end when tracing is switched on and no
-    enabled row loads it. :class:`~dsh.core.PresetError` when dsh-otel is not installed."""
-    if not tracing_switched_on() or any(row.name == TRACING_PLUGIN for _, row in rows):
-        return rows
-    if not entry_points(group=ENTRY_POINT_GROUP, name=TRACING_PLUGIN):
-        raise PresetError(
-            f"{TRACING_SWITCH_ENV}=1 (or --otel) turns tracing on, which needs the dsh-otel"
-            " package: pip install 'dsh-otel[sdk]' (or unset the variable)"
-        )
-    return [*rows, (next_index, PluginRow(id="otel-switch", name=TRACING_PLUGIN))]

@@ -2,10 +2,10 @@
 
 A tool that acts on the world (writes a file, runs a command) declares a default
 policy (``Tool(permission="ask")``); a tool without one is not governed. Before
-such a tool runs, :meth:`Permissions.check` decides:
+such a tool runs, :meth:`~dsh.core.Permissions.check` decides:
 
 * ``allow`` — it runs; ``deny`` — it is not offered to the model at all
-  (:meth:`Permissions.offered`), and a call by name anyway is refused, the model told why;
+  (:meth:`~dsh.core.Permissions.offered`), and a call by name anyway is refused, the model told why;
 * ``ask`` — an *approver* answers: the ACP client when the agent is served over
   ACP (``session/request_permission``), the terminal when ``dsh run`` has one.
   Approvers are registered per agent and found through the agent's ancestors, so a
@@ -21,13 +21,16 @@ The preset's ``[permissions]`` table overrides the tools' defaults::
     shell = "ask"
 
 ``dsh run --yes`` (``allow_all``) allows every tool without asking.
+
+The rules are :class:`PermissionGate`, generic in the agent and in the request an
+approver is asked; :class:`~dsh.core.Permissions` (beside the context, which names
+both) binds it to :class:`~dsh.core.Agent` and :class:`~dsh.core.PermissionRequest`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -40,15 +43,13 @@ from dsh.core._permission_config import (
 )
 
 if TYPE_CHECKING:
-    from dsh.core._agent import Agent
     from dsh.core._llm import ToolSpec
     from dsh.core._tools import AgentTools, Tool
 
 __all__ = [
     "PERMISSION_REFUSED",
-    "Approver",
-    "PermissionRequest",
-    "Permissions",
+    "PermissionGate",
+    "PermissionSubject",
     "PermissionsHost",
 ]
 
@@ -56,32 +57,29 @@ PERMISSION_REFUSED = "permission/refused"
 """Bus event of a refused tool call (policy ``deny``, nobody to ask, or a no)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PermissionRequest:
-    """A tool call waiting for a decision."""
+class PermissionSubject(Protocol):
+    """What the policy needs of an agent (an :class:`~dsh.core.Agent`): its id, and its
+    parent's, to find an approver up its ancestors."""
 
-    tool: str
-    kind: str
-    """What the tool does, in ACP's words: read, edit, delete, move, search, execute,
-    think, fetch, other."""
-    title: str
-    """One line for a human: ``Run `pytest -q```, ``Write notes.txt``; control
-    characters in it are shown as escapes (``\\x1b``, ``\\r``), never raw. It may be cut:
-    ``arguments`` holds the whole call."""
-    arguments: Mapping[str, Any] | None
-    agent: Agent
-    call_id: str
+    @property
+    def id(self) -> str:
+        """The agent id."""
+
+    @property
+    def parent_id(self) -> str | None:
+        """The parent agent's id (None for a root agent)."""
 
 
-Approver = Callable[[PermissionRequest], Awaitable[PermissionDecision]]
+S = TypeVar("S", bound=PermissionSubject)
+R = TypeVar("R")
 
 
 class _Agents(Protocol):
-    def get(self, agent_id: str) -> Agent | None: ...
+    def get(self, agent_id: str) -> PermissionSubject | None: ...
 
 
 class PermissionsHost(Protocol):
-    """What :class:`Permissions` needs of its context (a :class:`~dsh.core.Context`):
+    """What :class:`PermissionGate` needs of its context (a :class:`~dsh.core.Context`):
     the live agents, to find an approver up a child's ancestors, and the bus."""
 
     @property
@@ -93,15 +91,24 @@ class PermissionsHost(Protocol):
         """Where a refusal is emitted (:data:`PERMISSION_REFUSED`)."""
 
 
-class Permissions:
-    """The policy and the approvers of one context (``ctx.permissions``)."""
+class PermissionGate(Generic[S, R]):
+    """The policy and the approvers of one context: the logic of
+    :class:`~dsh.core.Permissions`, generic in the agent (``S``) and in the request an
+    approver answers (``R``, built by the ``request`` it is given)."""
 
-    def __init__(self, ctx: PermissionsHost, config: PermissionsConfig | None = None) -> None:
+    def __init__(
+        self,
+        ctx: PermissionsHost,
+        config: PermissionsConfig | None,
+        request: Callable[[str, str, str, Mapping[str, Any] | None, S, str], R],
+    ) -> None:
         self._ctx = ctx
         self.config = config or PermissionsConfig()
         self.allow_all = False
         """Allow every tool without asking (``dsh run --yes``)."""
-        self._approvers: dict[str | None, Approver] = {}
+        self._request = request
+        """Builds what an approver is asked: (tool, kind, title, arguments, agent, call id)."""
+        self._approvers: dict[str | None, Callable[[R], Awaitable[PermissionDecision]]] = {}
         self._always: set[tuple[str | None, str]] = set()
 
     def offered(self, tools: AgentTools) -> tuple[ToolSpec, ...]:
@@ -125,7 +132,12 @@ class Permissions:
             return explicit
         return self.config.default or tool.permission
 
-    def set_approver(self, approver: Approver, *, agent: Agent | None = None) -> Disposer:
+    def set_approver(
+        self,
+        approver: Callable[[R], Awaitable[PermissionDecision]],
+        *,
+        agent: PermissionSubject | None = None,
+    ) -> Disposer:
         """Who answers ``ask`` for ``agent`` and its descendants (``None``: for every
         agent with no closer approver). The disposer removes it."""
         key = agent.id if agent is not None else None
@@ -138,9 +150,11 @@ class Permissions:
 
         return remove
 
-    def _approver_for(self, agent: Agent) -> tuple[str | None, Approver] | None:
+    def _approver_for(
+        self, agent: PermissionSubject
+    ) -> tuple[str | None, Callable[[R], Awaitable[PermissionDecision]]] | None:
         seen = 0
-        current: Agent | None = agent
+        current: PermissionSubject | None = agent
         while current is not None and seen < 256:
             found = self._approvers.get(current.id)
             if found is not None:
@@ -151,9 +165,7 @@ class Permissions:
         fallback = self._approvers.get(None)
         return (None, fallback) if fallback is not None else None
 
-    async def check(
-        self, tool: Tool, arguments: Any, agent: Agent, call_id: str
-    ) -> PermissionDecision:
+    async def check(self, tool: Tool, arguments: Any, agent: S, call_id: str) -> PermissionDecision:
         """Decide whether ``tool`` may run with ``arguments`` for ``agent``. A refusal is
         also emitted on the context's bus as :data:`PERMISSION_REFUSED` (scoped to the agent):
         ``agent``, ``tool``, ``call_id``, ``title``, ``reason``."""
@@ -173,7 +185,7 @@ class Permissions:
         return decision
 
     async def _decide(
-        self, tool: Tool, arguments: Any, agent: Agent, call_id: str
+        self, tool: Tool, arguments: Any, agent: S, call_id: str
     ) -> PermissionDecision:
         policy = self.policy_for(tool)
         if policy == "allow":
@@ -197,7 +209,7 @@ class Permissions:
         if (owner, tool.name) in self._always:
             return PermissionDecision(True)
         raw = arguments.model_dump() if isinstance(arguments, BaseModel) else arguments
-        request = PermissionRequest(
+        request = self._request(
             tool.name,
             tool.kind,
             title,

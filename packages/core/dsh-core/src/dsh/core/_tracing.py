@@ -1,47 +1,26 @@
-"""The tracing seam (``ctx.tracing``): how core, providers and servers take part in
-distributed tracing without importing a tracing library.
+"""The tracing switch and the pieces of the tracing seam that name no agent.
 
-The default, :data:`NO_TRACING`, does nothing: :meth:`Tracing.headers` is empty,
-:meth:`Tracing.continue_from` changes nothing, and the agent loop never calls the
-per-call hooks because ``enabled`` is False, so an untraced runtime pays one
-attribute check per turn, per model call and per tool call. A tracing plugin (``dsh-otel``)
-subclasses :class:`Tracing` and installs it with :func:`install_tracing`.
-
-Who calls what:
-
-* the agent loop, only when ``enabled``: :meth:`Tracing.turn` when a turn starts,
-  :meth:`Tracing.model_call` before each model call and :meth:`Tracing.tool_call`
-  before each tool invocation. The :class:`TracedCall` a hook returns may stay
-  current for the tracing library (what the call does nests under it) until the
-  loop calls its ``end``, once, in the same task;
-* a provider that starts a child process: :meth:`Tracing.headers` for the W3C
-  ``traceparent`` / ``tracestate`` to hand the child (ACP ``_meta``, environment);
-* a server that runs a turn for a remote caller (``dsh acp``):
-  :meth:`Tracing.continue_from` with the headers the caller sent, around the turn.
+The seam itself, :class:`~dsh.core.Tracing` (its hooks take the
+:class:`~dsh.core.Agent` that called), lives beside the context in
+:mod:`dsh.core._context`; this module holds what it and the command line share:
+the ``DSH_OTEL`` switch and the no-op call and context the default tracer returns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Protocol
 
-from dsh.core._effects import Disposer
-from dsh.core._llm import ModelDone, ModelRequest, ToolCall
+from dsh.core._llm import ModelDone
 from dsh.core._tools import ToolResult
 from dsh.core._turn import TracedCall, TurnOutcome
 
-if TYPE_CHECKING:
-    from dsh.core._agent import Agent
-
 __all__ = [
-    "NO_TRACING",
+    "NO_CALL",
+    "NO_CONTEXT",
     "TRACING_PLUGIN",
     "TRACING_SWITCH_ENV",
     "TracedCall",
-    "Tracing",
-    "TracingHost",
-    "install_tracing",
     "tracing_switched_on",
 ]
 
@@ -55,74 +34,11 @@ class _NoCall:
         return None
 
 
-_NO_CALL = _NoCall()
-_NO_CONTEXT: AbstractContextManager[None] = nullcontext()
+NO_CALL: TracedCall = _NoCall()
+"""What the default tracer's hooks return: a call whose ``end`` does nothing."""
 
-
-class Tracing:
-    """The seam a tracing plugin implements (this base traces nothing).
-
-    A subclass sets ``enabled = True`` to have the agent loop call :meth:`turn`,
-    :meth:`model_call` and :meth:`tool_call`.
-    """
-
-    __slots__ = ()
-
-    enabled: bool = False
-    """True if the agent loop should report model and tool calls."""
-
-    def headers(self, run_id: str | None = None) -> dict[str, str]:
-        """W3C trace-context headers to hand a child process: ``traceparent`` and,
-        where there is one, ``tracestate`` (and ``baggage``). With ``run_id``, those of
-        that delegation's span when the tracer has one; else those of the current span.
-        Empty when nothing is traced (always, by default). A new dict each call."""
-        return {}
-
-    def continue_from(self, headers: Mapping[str, object]) -> AbstractContextManager[None]:
-        """A context manager that makes the remote parent in ``headers`` (W3C keys
-        ``traceparent``, ``tracestate``, ``baggage``; other keys are ignored) current
-        while it is entered, so a turn run inside it continues the caller's trace.
-        By default: does nothing."""
-        return _NO_CONTEXT
-
-    def turn(self, agent: Agent, turn: int) -> TracedCall:
-        """``agent`` started turn number ``turn`` (its ``turn/start`` is in the log;
-        only when ``enabled``). Ended after the ``turn/end``."""
-        return _NO_CALL
-
-    def model_call(self, agent: Agent, request: ModelRequest) -> TracedCall:
-        """``agent`` is about to call its model with ``request`` (only when ``enabled``)."""
-        return _NO_CALL
-
-    def tool_call(self, agent: Agent, call: ToolCall) -> TracedCall:
-        """``agent`` is about to run the tool ``call`` (only when ``enabled``)."""
-        return _NO_CALL
-
-
-NO_TRACING = Tracing()
-"""The default ``ctx.tracing``: traces nothing."""
-
-
-class TracingHost(Protocol):
-    """What :func:`install_tracing` needs of a context: its ``tracing`` seam."""
-
-    tracing: Tracing
-
-
-def install_tracing(ctx: TracingHost, tracing: Tracing) -> Disposer:
-    """Make ``tracing`` the context's ``ctx.tracing``; the disposer puts the default
-    back. A second tracer while one is installed raises ``ValueError``."""
-    if ctx.tracing is not NO_TRACING:
-        raise ValueError(
-            f"a tracer is already installed in this context ({type(ctx.tracing).__name__})"
-        )
-    ctx.tracing = tracing
-
-    def remove() -> None:
-        if ctx.tracing is tracing:
-            ctx.tracing = NO_TRACING
-
-    return remove
+NO_CONTEXT: AbstractContextManager[None] = nullcontext()
+"""What the default tracer's ``continue_from`` returns: changes nothing."""
 
 
 TRACING_SWITCH_ENV = "DSH_OTEL"

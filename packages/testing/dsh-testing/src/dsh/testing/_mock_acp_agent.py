@@ -14,34 +14,28 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import RequestError
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
-    ClientCapabilities,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
     PermissionOption,
     PromptResponse,
     SessionMode,
     SessionModeState,
     SetSessionModeResponse,
-    TextContentBlock,
     ToolCallUpdate,
     Usage,
     UsageUpdate,
 )
 
 from dsh.acp import (
-    AcpAgentBase,
-    McpServer,
     PromptBlock,
     agent_message,
     serve_stdio,
     tool_call_progress,
     tool_call_start,
 )
+from dsh.testing._acp_test_agent import AcpTestAgent, prompt_text
 
 __all__ = ["MODES", "MockAgent", "main"]
 
@@ -81,53 +75,40 @@ def write_raw(data: bytes) -> None:
         view = view[written:]
 
 
-class MockAgent(AcpAgentBase):
+class MockAgent(AcpTestAgent):
     """The scripted agent (see the module docstring); methods other than
-    ``initialize``, ``session/new``, ``session/prompt`` and ``session/cancel``
-    answer "method not found" (:class:`~dsh.acp.AcpAgentBase`)."""
+    ``initialize``, ``session/new``, ``session/set_mode``, ``session/prompt`` and
+    ``session/cancel`` answer "method not found" (:class:`~dsh.acp.AcpAgentBase`)."""
+
+    agent_name = "dsh-mock-acp-agent"
+    agent_version = "0.1.0"
 
     def __init__(self, options: argparse.Namespace) -> None:
+        super().__init__()
         self.options = options
-        self._cancelled: dict[str, asyncio.Event] = {}
-        self._cwd: dict[str, str] = {}
+        if options.mode == "bad-init":
+            self.protocol_version = 99
         self._modes: dict[str, str] = {}
         self._notices = False
 
-    async def initialize(
-        self,
-        protocol_version: int,
-        client_capabilities: ClientCapabilities | None = None,
-        client_info: Implementation | None = None,
-        **kwargs: Any,
-    ) -> InitializeResponse:
-        """Protocol version 1 (99 in ``bad-init`` mode)."""
-        version = 99 if self.options.mode == "bad-init" else PROTOCOL_VERSION
-        return InitializeResponse(
-            protocol_version=version,
-            agent_capabilities=AgentCapabilities(load_session=False),
-            agent_info=Implementation(name="dsh-mock-acp-agent", version="0.1.0"),
-        )
+    def capabilities(self) -> AgentCapabilities:
+        """No ``loadSession``."""
+        return AgentCapabilities(load_session=False)
 
-    async def new_session(
-        self,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> NewSessionResponse:
-        """A new session; its id starts with ``mock-``."""
-        session_id = f"mock-{uuid.uuid4().hex[:12]}"
-        self._cancelled[session_id] = asyncio.Event()
-        self._cwd[session_id] = cwd
+    def new_session_id(self) -> str:
+        """``mock-`` and a random hex id."""
+        return f"mock-{uuid.uuid4().hex[:12]}"
+
+    def session_modes(self, session_id: str) -> SessionModeState | None:
+        """The ``--modes`` (current: ``--initial-mode``, else the last one)."""
         offered = [mode for mode in self.options.modes.split(",") if mode]
         if not offered:
-            return NewSessionResponse(session_id=session_id)
+            return None
         current = self._modes[session_id] = self.options.initial_mode or offered[-1]
-        modes = SessionModeState(
+        return SessionModeState(
             current_mode_id=current,
             available_modes=[SessionMode(id=mode, name=mode.capitalize()) for mode in offered],
         )
-        return NewSessionResponse(session_id=session_id, modes=modes)
 
     async def set_session_mode(
         self, session_id: str, mode_id: str, **kwargs: Any
@@ -150,28 +131,19 @@ class MockAgent(AcpAgentBase):
             session = (params.get("clientCapabilities") or {}).get("session") or {}
             self._notices = isinstance(session, dict) and "notices" in session
 
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        """Mark the session's turn cancelled (``ignore-cancel`` never looks)."""
-        event = self._cancelled.get(session_id)
-        if event is not None:
-            event.set()
-
     async def prompt(
         self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
     ) -> PromptResponse:
-        """Answer by mode."""
-        cancelled = self._cancelled.get(session_id)
-        if cancelled is None:
+        """Answer by mode (``ignore-cancel`` never looks at ``session/cancel``)."""
+        session = self.sessions.get(session_id)
+        if session is None:
             raise RequestError.invalid_params({"sessionId": session_id, "details": "no session"})
-        cancelled.clear()
-        text = " ".join(b.text for b in prompt if isinstance(b, TextContentBlock))
+        session.cancelled.clear()
+        text = prompt_text(prompt)
         mode = self.options.mode
         if mode == "by-prompt":
             mode, _, text = text.partition(" ")
-        return await self._answer(session_id, mode, text, cancelled)
-
-    async def _say(self, session_id: str, text: str, message_id: str | None = None) -> None:
-        await self._conn.session_update(session_id, agent_message(text, message_id))
+        return await self._answer(session_id, mode, text, session.cancelled)
 
     async def _answer(
         self, session_id: str, mode: str, text: str, cancelled: asyncio.Event
@@ -181,39 +153,35 @@ class MockAgent(AcpAgentBase):
                 write_raw(b"this is not json\n{broken\n")
             words = f"You said: {text}".split(" ")
             for index, word in enumerate(words):
-                await self._say(session_id, word if index == 0 else f" {word}", "m1")
+                await self.say(session_id, word if index == 0 else f" {word}", "m1")
             usage = Usage(input_tokens=len(text.split()), output_tokens=len(words), total_tokens=0)
             usage.total_tokens = usage.input_tokens + usage.output_tokens
             return PromptResponse(stop_reason=self.options.stop_reason, usage=usage)
         if mode == "narrate":
-            await self._say(session_id, "Let me look.", "m1")
+            await self.say(session_id, "Let me look.", "m1")
             await self._conn.session_update(
                 session_id, tool_call_start("t1", "look it up", "search", "pending")
             )
             await self._conn.session_update(session_id, tool_call_progress("t1", "completed"))
-            await self._say(session_id, "The answer ", "m2")
-            await self._say(session_id, "is 42.", "m2")
+            await self.say(session_id, "The answer ", "m2")
+            await self.say(session_id, "is 42.", "m2")
             await self._conn.session_update(
                 session_id, UsageUpdate(session_update="usage_update", used=42, size=1000)
             )
             usage = Usage(input_tokens=30, output_tokens=12, total_tokens=42)
             return PromptResponse(stop_reason="end_turn", usage=usage)
         if mode in ("hang", "ignore-cancel"):
-            await self._say(session_id, "working on it")
+            await self.say(session_id, "working on it")
             if mode == "ignore-cancel":
                 await asyncio.Event().wait()
             await cancelled.wait()
             return PromptResponse(stop_reason="cancelled")
         if mode == "crash":
-            await self._say(session_id, "about to crash")
-            await asyncio.sleep(0.05)
-            sys.stderr.write("mock agent: crashing on purpose\n")
-            sys.stderr.flush()
-            os._exit(3)
+            await self.crash(session_id, "mock agent")
         if mode == "permission":
             return await self._permission(session_id, cancelled)
         if mode == "ask-after-cancel":
-            await self._say(session_id, "working on it")
+            await self.say(session_id, "working on it")
             await cancelled.wait()
             await self._permission(session_id, cancelled)
             return PromptResponse(stop_reason="cancelled")
@@ -222,15 +190,15 @@ class MockAgent(AcpAgentBase):
             total = int(self.options.huge_mb * 1024 * 1024)
             for index in range(-(-total // size)):
                 letter = "abcdefghijklmnopqrstuvwxyz"[index % 26]
-                await self._say(session_id, letter * min(size, total - index * size), "m1")
+                await self.say(session_id, letter * min(size, total - index * size), "m1")
             return PromptResponse(stop_reason="end_turn")
         if mode == "inspect":
             facts = {
-                "session_cwd": self._cwd.get(session_id),
+                "session_cwd": self.sessions[session_id].cwd,
                 "process_cwd": os.getcwd(),
                 "env": dict(os.environ),
             }
-            await self._say(session_id, json.dumps(facts))
+            await self.say(session_id, json.dumps(facts))
             return PromptResponse(stop_reason="end_turn")
         if mode == "error":
             raise RequestError.internal_error({"details": "the mock agent fails this prompt"})
@@ -244,7 +212,7 @@ class MockAgent(AcpAgentBase):
             write_raw(raw)
             await asyncio.Event().wait()
         if mode == "notice":
-            await self._say(session_id, "Working.", "m1")
+            await self.say(session_id, "Working.", "m1")
             title = "Warning: auto mode uses a classifier"
             if self._notices:  # the acp models know no notice update: write it raw
                 notice = {"sessionUpdate": "notice", "severity": "info", "title": title}
@@ -258,7 +226,7 @@ class MockAgent(AcpAgentBase):
                 update = agent_message(title)
                 update.field_meta = {"claudeCode": {"kind": "informational"}}
                 await self._conn.session_update(session_id, update)
-            await self._say(session_id, "The answer.", "m2")
+            await self.say(session_id, "The answer.", "m2")
             return PromptResponse(stop_reason="end_turn")
         raise RequestError.invalid_params({"details": f"unknown mock mode {mode!r}"})
 
@@ -268,7 +236,7 @@ class MockAgent(AcpAgentBase):
         )
         if self._modes.get(session_id) in ("auto", "bypassPermissions"):
             await self._conn.session_update(session_id, tool_call_progress("p1", "completed"))
-            await self._say(session_id, "permission: self-approved")
+            await self.say(session_id, "permission: self-approved")
             return PromptResponse(stop_reason=self.options.stop_reason)
         options = [
             PermissionOption(option_id="yes", name="Allow once", kind="allow_once"),
@@ -284,7 +252,7 @@ class MockAgent(AcpAgentBase):
         outcome = response.outcome
         if not isinstance(outcome, AllowedOutcome):
             await self._conn.session_update(session_id, tool_call_progress("p1", "failed"))
-            await self._say(session_id, "permission: cancelled")
+            await self.say(session_id, "permission: cancelled")
             stop = "cancelled" if cancelled.is_set() else "end_turn"
             return PromptResponse(stop_reason=stop)
         kind = next(o.kind for o in options if o.option_id == outcome.option_id)
@@ -292,7 +260,7 @@ class MockAgent(AcpAgentBase):
         await self._conn.session_update(
             session_id, tool_call_progress("p1", "completed" if allowed else "failed")
         )
-        await self._say(session_id, f"permission: {kind}")
+        await self.say(session_id, f"permission: {kind}")
         return PromptResponse(stop_reason=self.options.stop_reason)
 
 

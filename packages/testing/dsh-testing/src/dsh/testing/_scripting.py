@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from dsh.core import (
     BoundModel,
@@ -34,8 +34,9 @@ def steps_in_turn(request: ModelRequest) -> int:
     return steps
 
 
-def model(fn: Callable[[ModelRequest], ScriptedReply]) -> BoundModel:
-    """A scripted model answering with ``fn(request)``; it records its requests."""
+def model(fn: Callable[[ModelRequest], ScriptedReply | Awaitable[ScriptedReply]]) -> BoundModel:
+    """A scripted model answering with ``fn(request)`` (a function or a coroutine
+    function); it records its requests."""
     adapter = ScriptedAdapter(fn)
     adapter.record_requests = True
     return BoundModel(adapter)

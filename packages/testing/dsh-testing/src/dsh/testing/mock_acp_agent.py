@@ -70,11 +70,15 @@ asking and says ``permission: self-approved``, as claude-agent-acp does.
 only SIGKILL ends it. ``--escapee`` starts a process in a session of its own (as
 agent products do for tool commands), which outlives the agent unless its
 client finds it.
+
+Tests that need an ACP agent of their own subclass :class:`AcpTestAgent` (as
+:class:`MockAgent` does) and script what they test, usually ``session/prompt``.
 """
 
+from dsh.testing._acp_test_agent import AcpTestAgent, AcpTestSession, prompt_text
 from dsh.testing._mock_acp_agent import MODES, MockAgent, main
 
-__all__ = ["MODES", "MockAgent", "main"]
+__all__ = ["MODES", "AcpTestAgent", "AcpTestSession", "MockAgent", "main", "prompt_text"]
 
 if __name__ == "__main__":
     main()

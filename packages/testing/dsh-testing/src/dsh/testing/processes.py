@@ -7,6 +7,8 @@ is re-parented here and shows up too.
 Where ``/proc`` exists it is read directly (about three times faster than going
 through psutil for a whole-table read); elsewhere (macOS, BSDs) psutil answers the
 same questions, so no check here passes silently for want of ``/proc``.
+
+:class:`PtyProcess` runs a command on a pseudo-terminal, as a user's terminal does.
 """
 
 from dsh.testing._processes import (
@@ -19,8 +21,11 @@ from dsh.testing._processes import (
     reap_zombies,
     wait_until_gone,
 )
+from dsh.testing._pty import ANSI, PtyProcess
 
 __all__ = [
+    "ANSI",
+    "PtyProcess",
     "alive",
     "cmdline",
     "descendants",

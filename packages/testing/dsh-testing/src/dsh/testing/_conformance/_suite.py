@@ -13,8 +13,8 @@ from dsh.core import AbortSignal
 from dsh.subagent import ProgressKind, SubagentError, SubagentProgress, SubagentRun
 from dsh.testing._conformance._harness import (
     ConformanceHarness,
-    assert_no_new_processes,
     counted_children,
+    wait_no_new_processes,
     wait_running,
 )
 from dsh.testing._conformance._rules import (
@@ -131,49 +131,50 @@ class ProviderConformance:
         probe = CountingProvider(real)
         remove = runtime.register_provider(probe)
         try:
-            with observed(harness, rule=RULE_GATE, within=0.0) as recorder, TaskWatch() as tasks:
-                lacking = [
-                    (cap, fields)
-                    for cap, fields in GATE_REQUESTS
-                    if not getattr(real.capabilities, cap)
-                ]
-                for capability, fields in lacking:
-                    with pytest.raises(SubagentError) as info:
-                        await runtime.start(
-                            probe.name, harness.request(harness.complete_prompt, **fields)
+            async with observed(harness, rule=RULE_GATE, within=0.0) as recorder:
+                with TaskWatch() as tasks:
+                    lacking = [
+                        (cap, fields)
+                        for cap, fields in GATE_REQUESTS
+                        if not getattr(real.capabilities, cap)
+                    ]
+                    for capability, fields in lacking:
+                        with pytest.raises(SubagentError) as info:
+                            await runtime.start(
+                                probe.name, harness.request(harness.complete_prompt, **fields)
+                            )
+                        check(
+                            info.value.code == "UNSUPPORTED_CAPABILITY",
+                            RULE_GATE,
+                            f"a request for {capability} raised {info.value.code}",
+                        )
+                        expected = f'"{probe.name}" does not support the "{capability}" capability'
+                        check(
+                            str(info.value) == f"subagent provider {expected}",
+                            RULE_GATE,
+                            f"unexpected message {str(info.value)!r}",
+                        )
+                    if lacking:
+                        # every field at once: the first lacking one in the documented order
+                        everything: dict[str, Any] = {}
+                        for _, fields in GATE_REQUESTS:
+                            everything.update(fields)
+                        with pytest.raises(SubagentError) as info:
+                            await runtime.start(
+                                probe.name, harness.request(harness.complete_prompt, **everything)
+                            )
+                        check(
+                            f'"{lacking[0][0]}" capability' in str(info.value),
+                            RULE_GATE,
+                            f"with every field set, the gate named {str(info.value)!r}",
                         )
                     check(
-                        info.value.code == "UNSUPPORTED_CAPABILITY",
+                        probe.calls == 0,
                         RULE_GATE,
-                        f"a request for {capability} raised {info.value.code}",
+                        "provider.start ran although the gate rejected the request",
                     )
-                    expected = f'"{probe.name}" does not support the "{capability}" capability'
-                    check(
-                        str(info.value) == f"subagent provider {expected}",
-                        RULE_GATE,
-                        f"unexpected message {str(info.value)!r}",
-                    )
-                if lacking:
-                    # every field at once: the first lacking one in the documented order
-                    everything: dict[str, Any] = {}
-                    for _, fields in GATE_REQUESTS:
-                        everything.update(fields)
-                    with pytest.raises(SubagentError) as info:
-                        await runtime.start(
-                            probe.name, harness.request(harness.complete_prompt, **everything)
-                        )
-                    check(
-                        f'"{lacking[0][0]}" capability' in str(info.value),
-                        RULE_GATE,
-                        f"with every field set, the gate named {str(info.value)!r}",
-                    )
-                check(
-                    probe.calls == 0,
-                    RULE_GATE,
-                    "provider.start ran although the gate rejected the request",
-                )
-                check(recorder.events == [], RULE_GATE, "a rejected start emitted events")
-                assert_quiescent(None, tasks, "the gate rejected every request")
+                    check(recorder.events == [], RULE_GATE, "a rejected start emitted events")
+                    assert_quiescent(None, tasks, "the gate rejected every request")
         finally:
             remove()
 
@@ -181,7 +182,7 @@ class ProviderConformance:
     async def test_abort_before_publication_raises_and_emits_nothing(
         self, harness: ConformanceHarness
     ) -> None:
-        with observed(harness, rule=RULE_ABORT_BEFORE) as recorder:
+        async with observed(harness, rule=RULE_ABORT_BEFORE) as recorder:
             with TaskWatch() as tasks:
                 signal = AbortSignal()
                 signal.abort("caller gave up")
@@ -204,7 +205,7 @@ class ProviderConformance:
     async def test_abort_during_start_either_raises_or_settles_aborted(
         self, harness: ConformanceHarness
     ) -> None:
-        with observed(harness, rule=RULE_ABORT_DURING) as recorder:
+        async with observed(harness, rule=RULE_ABORT_DURING) as recorder:
             for delay in (0.0, 0.001, 0.01):
                 with TaskWatch() as tasks:
                     signal = AbortSignal()
@@ -261,7 +262,7 @@ class ProviderConformance:
     async def test_cancel_after_publication_settles_aborted_within_bound(
         self, harness: ConformanceHarness
     ) -> None:
-        with observed(harness) as recorder:
+        async with observed(harness) as recorder:
             with TaskWatch() as tasks:
                 signal = AbortSignal()
                 run = await _start(harness, harness.hang_prompt, signal)
@@ -297,7 +298,7 @@ class ProviderConformance:
     async def test_dispose_is_idempotent_concurrent_and_quiescent(
         self, harness: ConformanceHarness
     ) -> None:
-        with observed(harness) as recorder:
+        async with observed(harness) as recorder:
             with TaskWatch() as tasks:
                 run = await _start_working(harness)
 
@@ -320,7 +321,7 @@ class ProviderConformance:
     async def test_dispose_twice_with_the_waiter_cancelled_one_tick_later(
         self, harness: ConformanceHarness
     ) -> None:
-        with observed(harness) as recorder:
+        async with observed(harness) as recorder:
             with TaskWatch() as tasks:
                 run = await _start_working(harness)
                 loop = asyncio.get_running_loop()
@@ -362,7 +363,7 @@ class ProviderConformance:
     async def test_child_failure_settles_error_and_never_raises(
         self, harness: ConformanceHarness
     ) -> None:
-        with observed(harness) as recorder:
+        async with observed(harness) as recorder:
             with TaskWatch() as tasks:
                 run = await _start(harness, harness.fail_prompt)
                 try:
@@ -427,4 +428,4 @@ class ProviderConformance:
                     RULE_PROGRESS,
                     f"run.progress() yielded {item!r}",
                 )
-        assert_no_new_processes(before)
+        await wait_no_new_processes(before)

@@ -21,7 +21,6 @@ from dsh.core import (
     BoundModel,
     Context,
     ModelRequest,
-    ScriptedAdapter,
     ScriptedReply,
     ScriptedToolCall,
     Tool,
@@ -33,7 +32,7 @@ from dsh.subagent import (
     SubagentStartRequest,
 )
 from dsh.testing._processes import cmdline, describe, live_children, process_tree
-from dsh.testing._scripting import last_user_text, steps_in_turn
+from dsh.testing._scripting import last_user_text, model, steps_in_turn
 from dsh.testing.model_servers import (
     ChatReply,
     ChatToolCall,
@@ -85,8 +84,9 @@ GARBAGE_BODY = StreamFaults(malformed_after=0, close_after=0)
 event, then close the connection (a product may skip one bad event inside an
 otherwise good stream: codex does)."""
 
-RUNNING_BOUND = 30.0
-"""Seconds a case's ``wait_until_running`` / ``abort_during_start`` may take."""
+RUNNING_BOUND = 120.0
+"""Seconds a case's ``wait_until_running`` / ``abort_during_start`` may take (an
+"eventually": generous, so a loaded machine cannot fail it)."""
 DISPOSE_BOUND = 10.0
 """Seconds ``dispose()`` may take once the run has settled."""
 
@@ -118,8 +118,9 @@ class ParentProcess:
     cwd: str | None = None
     env: Mapping[str, str] | None = None
     """Variables added to the parent process's environment."""
-    ready_bound: float = 30.0
-    """Seconds the parent gets to publish the run and get its tool process going."""
+    ready_bound: float = 120.0
+    """Seconds the parent gets to publish the run and get its tool process going (an
+    "eventually": generous, so a loaded machine cannot fail it)."""
 
 
 @dataclass
@@ -326,9 +327,7 @@ def fault_model(
             return ScriptedReply(hang=True)
         return ScriptedReply(text=reply)
 
-    adapter = ScriptedAdapter(script)
-    adapter.record_requests = True
-    return BoundModel(adapter)
+    return model(script)
 
 
 class _NoArguments(BaseModel):

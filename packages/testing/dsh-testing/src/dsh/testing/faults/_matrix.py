@@ -45,6 +45,10 @@ from dsh.testing.faults._cases import (
     ParentProcess,
 )
 
+CELL_TIMEOUT = 3 * RUNNING_BOUND
+"""pytest-timeout of one cell: above its generous waits (a parent that publishes, a
+child at work), so those, not a module's shorter timeout, bound a cell under load."""
+
 # -- the suite ---------------------------------------------------------------------------
 
 
@@ -135,7 +139,11 @@ class FaultMatrix:
         name = metafunc.function.__name__
         if name == "test_fault":
             faults = [fault for fault in Fault if fault not in declared]
-            metafunc.parametrize("fault", faults, ids=[fault.value for fault in faults])
+            # the cell's own bounds, not the module's timeout, decide (a loaded machine)
+            params = [
+                pytest.param(fault, marks=pytest.mark.timeout(CELL_TIMEOUT)) for fault in faults
+            ]
+            metafunc.parametrize("fault", params, ids=[fault.value for fault in faults])
         elif name == "test_not_applicable":
             cells: list[tuple[Fault | None, str]] = [
                 (fault, declared[fault]) for fault in Fault if fault in declared

@@ -379,3 +379,25 @@ async def test_concurrent_aclose_calls_both_wait_until_quiescent() -> None:
         assert agent.closed
         assert not agent.running
         assert ctx.agents.get(agent.id) is None
+
+
+async def test_start_runs_the_turn_in_a_task_of_its_own_that_a_waiter_cannot_cancel() -> None:
+    async with Context.open(PRESET) as ctx:
+        ctx.tools.register(add)
+        agent = ctx.agents.create(
+            model=scripted(
+                ScriptedReply(tool_calls=[call("add", a=2, b=40)]),
+                ScriptedReply(text="the answer is {tool_results}"),
+            )
+        )
+        agent.start("add them")
+        with anyio.move_on_after(0):  # a waiter that gives up at once
+            await agent.when_idle()
+        await agent.when_idle()  # the turn went on without it
+        assert types(agent) == list(ONE_TOOL_CALL_TURN)
+        assert last_output(agent.session.events) == "the answer is 42"
+        agent.start("again")  # behind the first, once idle: a second turn
+        agent.start("and again")  # queued while that one runs
+        await agent.when_idle()
+        turns = [e for e in agent.session.events if e.type == "turn/start"]
+        assert len(turns) == 3

@@ -60,7 +60,7 @@ def test_the_fix_names_the_row_or_what_is_installed(acme: str) -> None:
         'provider "acme" is installed: add a [[plugin]] row with name = "acme-agents"'
     )
     fix = unregistered_provider_fix("ghost", registered=["acme"])
-    assert fix.startswith("add a [[plugin]] row for the provider's plugin (installed, not")
+    assert fix.startswith('use a registered provider ("acme"); installed, not loaded (add its')
     assert '"acme-fast" (plugin "acme-agents")' in fix
     assert '"acme" (plugin' not in fix  # registered already
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -85,7 +86,50 @@ async def test_missing_provider(ctx: Context, parent: Agent) -> None:
     with pytest.raises(SubagentError) as info:
         await SubagentRuntime.of(ctx).start("ghost", request(parent))
     assert info.value.code == "NO_PROVIDER"
-    assert str(info.value) == 'no subagent provider registered for "ghost"'
+    assert str(info.value).startswith('no subagent provider registered for "ghost": ')
+
+
+def install_provider(path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Installs (metadata only, on sys.path) a distribution ``dsh-<name>`` declaring a
+    provider ``name`` and its plugin row, the way a provider package's pyproject does."""
+    info = path / f"dsh_{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: dsh-{name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        f'[dsh.plugins]\ndsh-{name} = "dsh_{name}:plugin"\n\n'
+        f'[dsh.providers]\n{name} = "dsh_{name}:plugin"\n'
+    )
+    monkeypatch.syspath_prepend(str(path))
+
+
+async def test_a_missing_provider_names_the_installed_ones(
+    ctx: Context, parent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_provider(tmp_path, monkeypatch, "ghostly")
+    runtime = SubagentRuntime.of(ctx)
+    runtime.register_provider(ScriptedProvider("x"))
+    with pytest.raises(SubagentError) as info:
+        await runtime.start("phantom", request(parent))
+    assert info.value.code == "NO_PROVIDER"
+    message = str(info.value)
+    assert message.startswith(
+        'no subagent provider registered for "phantom": use a registered provider ("x");'
+        " installed, not loaded (add its [[plugin]] row): "
+    )
+    assert '"ghostly" (plugin "dsh-ghostly")' in message
+
+
+async def test_an_installed_provider_without_its_row_names_the_row(
+    ctx: Context, parent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_provider(tmp_path, monkeypatch, "ghostly")
+    with pytest.raises(SubagentError) as info:
+        await SubagentRuntime.of(ctx).start("ghostly", request(parent))
+    assert info.value.code == "NO_PROVIDER"
+    assert str(info.value) == (
+        'no subagent provider registered for "ghostly": provider "ghostly" is installed:'
+        ' add a [[plugin]] row with name = "dsh-ghostly"'
+    )
 
 
 @pytest.mark.parametrize(

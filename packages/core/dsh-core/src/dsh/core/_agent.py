@@ -221,6 +221,21 @@ class AgentCore(TurnLoop):
         self._check_open()
         self._enqueue(as_blocks(content), None)
 
+    def start(self, content: Content) -> None:
+        """Queue ``content`` as the user message of a new turn and, if idle, start its
+        driver task now (:meth:`followup` then :meth:`start_driver`, without scheduling a
+        driver for the next loop iteration): for a caller that will not run the turn
+        with :meth:`drive` (an in-process child, whose waiters must not carry its turn)."""
+        self._check_open()
+        if self._queue is None:
+            self._queue = deque()
+        self._queue.append((as_blocks(content), None))
+        self._paused = False
+        if not self._running:
+            self._running = True
+            self._driver_pending = True
+            self._spawn_driver(eager=True)
+
     def notify(self, content: Content, *, source: Mapping[str, Any] | None = None) -> None:
         """Deliver a runtime notice (job or child settlement): into the running turn,
         or as a new turn when idle. It is marked ``kind = "notice"``, not a user's words.

@@ -115,9 +115,8 @@ class InProcessProvider:
             self.name, request, child, capture, _descriptor(self, request, child, parent)
         )
         handle.unlink = request.signal.on_abort(child.cancel)
-        child.observe(handle, deltas=False)
-        child.followup(request.prompt_blocks)
-        child.start_driver()  # its own task: a waiter giving up must not stop it
+        handle.watch()
+        child.start(request.prompt_blocks)  # its own task: a waiter giving up must not stop it
         return handle.run
 
     async def prepare_continuable(
@@ -284,6 +283,7 @@ class _ChildHandle(RunHandle):
         "turn_start",
         "unlink",
         "usage",
+        "watching",
     )
 
     def __init__(
@@ -303,6 +303,8 @@ class _ChildHandle(RunHandle):
         self.output = ""
         self.usage: SubagentUsage | None = None
         """The child's model usage so far (cost and cached tokens where reported)."""
+        self.watching = False
+        """True while this handle is one of the child's observers."""
 
     # -- the child's events ------------------------------------------------------------
 
@@ -353,10 +355,19 @@ class _ChildHandle(RunHandle):
             output, stop, structured=structured, diagnostic=diagnostic, usage=usage
         )
 
-    def _stop_watching(self) -> None:
-        child = self._local_agent
+    def watch(self) -> None:
+        """Become the child's observer (until settlement or dispose)."""
+        child = self.child
         if child is not None:
-            child.unobserve(self)
+            child.observe(self, deltas=False)
+            self.watching = True
+
+    def _stop_watching(self) -> None:
+        if self.watching:
+            self.watching = False
+            child = self.child
+            if child is not None:
+                child.unobserve(self)
 
     # -- RunHandle hooks -------------------------------------------------------------
 

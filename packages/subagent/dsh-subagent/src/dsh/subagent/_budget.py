@@ -64,7 +64,9 @@ class DescendantsBudget:
         """Count one more descendant of ``parent``'s root agent; raises
         ``CAPACITY_EXCEEDED`` when the tree is at its cap. Returns what to
         :meth:`refund` (None: nothing was counted, the tree has no cap)."""
-        root = self.root_of(parent)
+        root = parent if parent.parent_id is None else self.root_of(parent)
+        if self.cap is None and DESCENDANTS_META not in root.session.header.meta:
+            return None  # no cap on this tree: nothing to count (every start passes here)
         cap = self.cap_of(root)
         if cap is None:
             return None

@@ -79,8 +79,10 @@ def unregistered_provider_fix(name: str, registered: Iterable[str] = ()) -> str:
             row = provider.plugin
             return f'provider "{name}" is installed: add a [[plugin]] row with name = "{row}"'
     loaded = set(registered)
-    others = ", ".join(p.describe() for p in installed if p.name not in loaded) or "none"
-    return f"add a [[plugin]] row for the provider's plugin (installed, not loaded: {others})"
+    others = ", ".join(p.describe() for p in installed if p.name not in loaded)
+    names = ", ".join(f'"{n}"' for n in sorted(loaded)) or "none"
+    load = f"; installed, not loaded (add its [[plugin]] row): {others}" if others else ""
+    return f"use a registered provider ({names}){load}"
 
 
 def _distribution(entry: EntryPoint) -> str | None:

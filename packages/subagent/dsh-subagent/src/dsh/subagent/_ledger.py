@@ -31,7 +31,20 @@ class UsageLedger:
     def record(self, run_id: str, above: tuple[str, ...], usage: SubagentUsage | None) -> None:
         """Keep what run ``run_id`` (below the agents ``above``) used (None: unknown)."""
         rows = self._rows
-        rows[run_id] = (above, _row_of(usage))
+        if usage is None or usage is _UNKNOWN_USAGE:
+            rows[run_id] = (above, None)
+        else:  # (_row_of inlined: once per settled run)
+            rows[run_id] = (
+                above,
+                (
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cached_input_tokens,
+                    usage.reasoning_tokens,
+                    usage.cost_usd,
+                    usage.incomplete,
+                ),
+            )
         if len(rows) > LEDGER_LIMIT:
             del rows[next(iter(rows))]  # bounded: the oldest run goes
 
@@ -43,19 +56,6 @@ class UsageLedger:
         for usage in runs.values():
             total = total + usage
         return UsageReport(total, runs)
-
-
-def _row_of(usage: SubagentUsage | None) -> _UsageRow:
-    if usage is None or usage is _UNKNOWN_USAGE:
-        return None
-    return (
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cached_input_tokens,
-        usage.reasoning_tokens,
-        usage.cost_usd,
-        usage.incomplete,
-    )
 
 
 def _usage_of(row: _UsageRow) -> SubagentUsage:

@@ -43,6 +43,7 @@ PROGRESS_KINDS: frozenset[str] = frozenset(
 ToolStatus = Literal["running", "completed", "failed"]
 
 _USAGE_INTS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+_NUMBER = (int, float)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -72,29 +73,34 @@ class SubagentUsage(Mapping[str, Any]):
         and ill-typed values make the usage incomplete instead of failing."""
         if not data:
             return _UNKNOWN
-        values: dict[str, Any] = {}
-        incomplete = bool(data.get("incomplete", False))
-        for name in _USAGE_INTS:
-            raw = data.get(name)
+        get = data.get
+        incomplete = bool(get("incomplete", False))
+        # (one pass over the known keys, positional construction: this runs once per
+        # model call of every child, on the delegation hot path)
+        values: list[Any] = [0, 0, None, None, None]
+        seen = False
+        for index, name in enumerate(_USAGE_INTS):
+            raw = get(name)
             if raw is None:
                 continue
-            if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+            if type(raw) is int and raw >= 0:
+                values[index] = raw
+            elif isinstance(raw, bool) or not isinstance(raw, _NUMBER) or raw < 0:
                 incomplete = True
                 continue
-            values[name] = int(raw)
-        cost = data.get("cost_usd")
+            else:
+                values[index] = int(raw)
+            seen = True
+        cost = get("cost_usd")
         if cost is not None:
-            if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
+            if isinstance(cost, bool) or not isinstance(cost, _NUMBER) or cost < 0:
                 incomplete = True
             else:
-                values["cost_usd"] = float(cost)
-        if not values:
+                values[4] = float(cost)
+                seen = True
+        if not seen:
             return _UNKNOWN
-        return cls(**values, incomplete=incomplete)
-
-    def to_json(self) -> dict[str, Any]:
-        """The fields that are set, as a JSON object."""
-        return dict(self.items())
+        return cls(values[0], values[1], values[2], values[3], values[4], incomplete)
 
     def __add__(self, other: SubagentUsage) -> SubagentUsage:
         return SubagentUsage(
@@ -112,13 +118,24 @@ class SubagentUsage(Mapping[str, Any]):
         return self.input_tokens + self.output_tokens
 
     # Mapping view ---------------------------------------------------------------------
+    # (plain loops, no generators: a tool result copies the usage with ``dict(usage)``
+    # once per delegation)
 
-    def _present(self) -> Iterator[tuple[str, Any]]:
+    def _names(self) -> list[str]:
+        return [
+            name
+            for name in _USAGE_FIELDS
+            if (value := getattr(self, name)) is not None and value is not False
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields that are set, as a JSON object."""
+        out: dict[str, Any] = {}
         for name in _USAGE_FIELDS:
             value = getattr(self, name)
-            if value is None or value is False:  # unset, or not incomplete
-                continue
-            yield name, value
+            if value is not None and value is not False:  # unset, or not incomplete
+                out[name] = value
+        return out
 
     def __getitem__(self, key: str) -> Any:
         if key in _USAGE_FIELD_SET:
@@ -127,11 +144,17 @@ class SubagentUsage(Mapping[str, Any]):
                 return value
         raise KeyError(key)
 
+    def __contains__(self, key: object) -> bool:
+        if key in _USAGE_FIELD_SET:
+            value = getattr(self, key)  # (a field name, checked above)
+            return value is not None and value is not False
+        return False
+
     def __iter__(self) -> Iterator[str]:
-        return (name for name, _ in self._present())
+        return iter(self._names())
 
     def __len__(self) -> int:
-        return sum(1 for _ in self._present())
+        return len(self._names())
 
 
 def _add(a: Any, b: Any) -> Any:

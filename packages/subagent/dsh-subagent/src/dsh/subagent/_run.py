@@ -79,7 +79,13 @@ class _Result:
     def __await__(self) -> Generator[Any, None, SubagentResult]:
         handle = self._handle
         if not handle._settled:
-            yield from handle._wait().__await__()
+            # Yield once first (what ``asyncio.sleep(0)`` does, without its two calls):
+            # a child whose task is already scheduled (an in-process child's first
+            # step) and ends in that step has settled when this waiter resumes, in
+            # the same loop iteration, without a future or a wake-up.
+            yield
+            if not handle._settled:
+                yield from handle._wait().__await__()
         if handle._error is not None:
             raise handle._error
         assert handle._result is not None
@@ -261,22 +267,17 @@ class RunHandle(ProgressHub):
         self._listeners.append(listener)
 
     async def _wait(self) -> None:
-        # Yield once first: a child whose task is already scheduled (an in-process
-        # child's first step) and ends in that step has settled when this waiter
-        # resumes, in the same loop iteration, without a future or a wake-up.
-        await asyncio.sleep(0)
-        if not self._settled:
-            # A future per waiter: a waiter that gives up cancels only its own.
-            waiter = asyncio.get_running_loop().create_future()
-            if self._waiters is None:
-                self._waiters = []
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                waiters = self._waiters
-                if waiters is not None and waiter in waiters:
-                    waiters.remove(waiter)
+        # A future per waiter: a waiter that gives up cancels only its own.
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            waiters = self._waiters
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)
 
     # -- disposal --------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from dsh.subagent._errors import (
     StartAborted,
     UnsupportedCapability,
 )
+from dsh.subagent._installed import unregistered_provider_fix
 from dsh.subagent._progress import UsageReport
 from dsh.subagent._provider import SubagentProvider
 from dsh.subagent._run import RunHandle, SubagentRun, handle_of
@@ -280,19 +281,21 @@ class SubagentRuntime:
         ``depth_limit`` capability (the others manage depth themselves)."""
         provider = self._providers.get(name)
         if provider is None:
-            raise ProviderNotFound(f'no subagent provider registered for "{name}"')
+            fix = unregistered_provider_fix(name, self._providers)
+            raise ProviderNotFound(f'no subagent provider registered for "{name}": {fix}')
         capabilities = provider.capabilities
         missing = capabilities.missing_for(request)
         if missing is not None:
             raise UnsupportedCapability(
                 f'subagent provider "{name}" does not support the "{missing}" capability'
             )
-        if request.max_depth is not None:
-            check_max_depth(request.max_depth)
+        max_depth = request.max_depth
+        if max_depth is not None and (type(max_depth) is not int or max_depth < 0):
+            check_max_depth(max_depth)  # (raises; the check itself is inlined above)
         if request.output_schema is not None:
             check_output_schema(request.output_schema)
         if capabilities.depth_limit:
-            violation = depth_violation(request.parent.session.header.meta, request.max_depth)
+            violation = depth_violation(request.parent.session.header.meta, max_depth)
             if violation is not None:
                 raise DepthExceeded(violation)
         if self._draining:

@@ -94,29 +94,32 @@ class RunTree:
         the run's progress (bus and the runs above it); give back ``gates`` when the
         run's dispose has finished."""
         parent = request.parent
+        parent_id = parent.id
         bus = self._bus
         handle = handle_of(run)
-        lineage = self._lineage.get(parent.id)
-        above_agents = (parent.id, *lineage) if lineage else (parent.id,)
-        observed = _Observed(self, handle, parent.id, above_agents, request.label, parent.depth + 1)
+        lineage = self._lineage.get(parent_id)
+        above_agents = (parent_id, *lineage) if lineage else (parent_id,)
+        observed = _Observed(self, handle, run.id, parent, above_agents, request.label)
         if bus.has_listeners(EVENT_START):
             base = observed.data()
             if queued:
                 base["state"] = "queued"
-            bus.emit(EVENT_START, base, scope=parent.id)
+            bus.emit(EVENT_START, base, scope=parent_id)
         self._live[run.id] = observed
         observed.gates = observed.held = gates
         child = handle.local_agent
         if child is not None:
             self._attach_child(observed, child)
-        above = self._by_child.get(parent.id)
+        above = self._by_child.get(parent_id)
+        watched = False
         if above is not None and above.handle.wants_progress:
+            watched = True
             self._forward(above.handle, SubagentProgress(
                 "child_start", (run.id,), run_id=run.id, provider=run.provider,
                 label=request.label,
             ))  # fmt: skip
-        if (above is not None and above.handle.wants_progress) or bus.has_listeners(EVENT_PROGRESS):
-            handle.set_sink(self._route(parent.id))
+        if watched or bus.has_listeners(EVENT_PROGRESS):
+            handle.set_sink(self._route(parent_id))
         if child is not None and not handle.wants_progress:
             handle.set_watch_hook(self._watch_handle)
         handle.attach(observed)
@@ -206,12 +209,13 @@ class _Observed:
     __slots__ = (
         "above",
         "child_id",
-        "depth",
         "gates",
         "handle",
         "held",
         "label",
+        "parent",
         "parent_id",
+        "run_id",
         "tree",
     )
 
@@ -219,17 +223,19 @@ class _Observed:
         self,
         tree: RunTree,
         handle: RunHandle,
-        parent_id: str,
+        run_id: str,
+        parent: Agent,
         above: tuple[str, ...],
         label: str | None,
-        depth: int,
     ) -> None:
         self.tree = tree
         self.handle = handle
-        self.parent_id = parent_id
+        self.run_id = run_id
+        self.parent = parent
+        """The parent agent (its depth is read only for an event someone listens to)."""
+        self.parent_id = above[0]
         self.above = above
         self.label = label
-        self.depth = depth
         self.child_id: str | None = None
         self.gates: tuple[Gate, ...] = ()
         """Slots to give back when the run's dispose has finished."""
@@ -238,13 +244,12 @@ class _Observed:
 
     def data(self) -> dict[str, Any]:
         """The data ``subagent/start`` and ``subagent/end`` share."""
-        handle = self.handle
         return {
-            "run_id": handle.id,
-            "provider": handle.provider,
+            "run_id": self.run_id,
+            "provider": self.handle.provider,
             "parent_agent": self.parent_id,
             "label": self.label,
-            "depth": self.depth,
+            "depth": self.parent.depth + 1,
         }
 
     def settled(self, result: SubagentResult | None, error: BaseException | None) -> None:
@@ -255,12 +260,13 @@ class _Observed:
         by_child = tree._by_child
         if child_id is not None and by_child.get(child_id) is self:
             del by_child[child_id]
-        tree.ledger.record(handle.id, self.above, result.usage if result is not None else None)
+        run_id = self.run_id
+        tree.ledger.record(run_id, self.above, result.usage if result is not None else None)
         stop = result.stop_reason if result is not None else "error"
         upper = by_child.get(self.parent_id)
         if upper is not None and upper.handle.wants_progress:
             tree._forward(upper.handle, SubagentProgress(
-                "child_end", (handle.id,), run_id=handle.id, provider=handle.provider,
+                "child_end", (run_id,), run_id=run_id, provider=handle.provider,
                 label=handle.label, stop_reason=stop,
             ))  # fmt: skip
         bus = tree._bus
@@ -278,7 +284,7 @@ class _Observed:
     def disposed(self) -> None:
         """Forget the run; give its slots back."""
         tree = self.tree
-        tree._live.pop(self.handle.id, None)
+        tree._live.pop(self.run_id, None)
         if self.child_id is not None:
             tree._lineage.pop(self.child_id, None)
         self.held = ()

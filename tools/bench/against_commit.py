@@ -17,6 +17,11 @@ Prints the medians over rounds for both trees, the ratio of each tree to its flo
 this tree's ratio to the commit's, and writes them as JSON with ``--json``.
 
     uv run python tools/bench/against_commit.py [--commit 1b60656] [--rounds 5] [--iterations 2000]
+
+``--python-this PATH`` / ``--python-commit PATH`` run a tree's workers with another
+interpreter (default: the tree's own ``.venv/bin/python``), for instance an environment
+made with ``UV_PROJECT_ENVIRONMENT=/tmp/venv312 uv sync --frozen --python 3.12`` in that
+tree, to compare both trees on another Python version.
 """
 
 from __future__ import annotations
@@ -60,9 +65,8 @@ def checkout(commit: str) -> Path:
     return tree
 
 
-def measure(tree: Path, iterations: int, alive: int) -> dict[str, float]:
-    """One fresh-process measurement of ``tree`` (its interpreter, its bench modules)."""
-    python = tree / ".venv" / "bin" / "python"
+def measure(tree: Path, python: Path, iterations: int, alive: int) -> dict[str, float]:
+    """One fresh-process measurement of ``tree`` (``python``, the tree's bench modules)."""
     figures: dict[str, float] = {}
     for mode, count in (("timing", iterations), ("memory", alive)):
         out = subprocess.run(
@@ -77,14 +81,36 @@ def measure(tree: Path, iterations: int, alive: int) -> dict[str, float]:
     return figures
 
 
-def main(commit: str, rounds: int, iterations: int, alive: int, json_path: str | None) -> int:
+def main(
+    commit: str,
+    rounds: int,
+    iterations: int,
+    alive: int,
+    json_path: str | None,
+    pythons: tuple[str | None, str | None] = (None, None),
+) -> int:
     base = checkout(commit)
     trees = {"this tree": ROOT, f"commit {commit}": base}
+    interpreters = {
+        name: Path(chosen) if chosen else tree / ".venv" / "bin" / "python"
+        for (name, tree), chosen in zip(trees.items(), pythons, strict=True)
+    }
+    versions = {
+        name: subprocess.run(
+            [str(python), "-c", "import platform; print(platform.python_version())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for name, python in interpreters.items()
+    }
+    for name, python in interpreters.items():
+        print(f"  {name:>16}: {python} (Python {versions[name]})")
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     for index in range(rounds):
         order = list(trees.items()) if index % 2 == 0 else list(reversed(trees.items()))
         for name, tree in order:  # alternate, so drift on a shared machine hits both
-            figures = measure(tree, iterations, alive)
+            figures = measure(tree, interpreters[name], iterations, alive)
             samples[name].append(figures)
             print(
                 f"  round {index + 1} {name:>16}: overhead {figures['overhead_us']:6.1f} µs,"
@@ -112,7 +138,11 @@ def main(commit: str, rounds: int, iterations: int, alive: int, json_path: str |
     for key, label in (("overhead_us", "delegation overhead"), ("parent_turn_us", "parent turn")):
         print(f"  this tree / commit {commit}, {label}: {ours[key] / theirs[key]:.2f}x")
     if json_path:
-        write_json(json_path, "tools/bench/against_commit.py", {"commit": commit, **summary})
+        write_json(
+            json_path,
+            "tools/bench/against_commit.py",
+            {"commit": commit, "python": versions, **summary},
+        )
     return 0
 
 
@@ -123,5 +153,20 @@ if __name__ == "__main__":
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--alive", type=int, default=1000, help="children alive at once")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
+    parser.add_argument(
+        "--python-this", metavar="PATH", help="interpreter for this tree (default: its .venv)"
+    )
+    parser.add_argument(
+        "--python-commit", metavar="PATH", help="interpreter for the commit (default: its .venv)"
+    )
     args = parser.parse_args()
-    sys.exit(main(args.commit, args.rounds, args.iterations, args.alive, args.json))
+    sys.exit(
+        main(
+            args.commit,
+            args.rounds,
+            args.iterations,
+            args.alive,
+            args.json,
+            (args.python_this, args.python_commit),
+        )
+    )

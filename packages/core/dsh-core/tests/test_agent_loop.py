@@ -54,15 +54,20 @@ def types(agent: Agent) -> list[str]:
     return [e.type for e in agent.session.events]
 
 
+def adder(ctx: Context) -> Agent:
+    """An agent whose model calls ``add(2, 40)`` once, then answers with the result."""
+    ctx.tools.register(add)
+    return ctx.agents.create(
+        model=scripted(
+            ScriptedReply(tool_calls=[call("add", a=2, b=40)]),
+            ScriptedReply(text="the answer is {tool_results}"),
+        )
+    )
+
+
 async def test_tool_call_round_trip() -> None:
     async with Context.open(PRESET) as ctx:
-        ctx.tools.register(add)
-        agent = ctx.agents.create(
-            model=scripted(
-                ScriptedReply(tool_calls=[call("add", a=2, b=40)]),
-                ScriptedReply(text="the answer is {tool_results}"),
-            )
-        )
+        agent = adder(ctx)
         outcome = await agent.run("add them")
         assert outcome.stop_reason == "completed"
         assert types(agent) == list(ONE_TOOL_CALL_TURN)
@@ -383,13 +388,7 @@ async def test_concurrent_aclose_calls_both_wait_until_quiescent() -> None:
 
 async def test_start_runs_the_turn_in_a_task_of_its_own_that_a_waiter_cannot_cancel() -> None:
     async with Context.open(PRESET) as ctx:
-        ctx.tools.register(add)
-        agent = ctx.agents.create(
-            model=scripted(
-                ScriptedReply(tool_calls=[call("add", a=2, b=40)]),
-                ScriptedReply(text="the answer is {tool_results}"),
-            )
-        )
+        agent = adder(ctx)
         agent.start("add them")
         with anyio.move_on_after(0):  # a waiter that gives up at once
             await agent.when_idle()

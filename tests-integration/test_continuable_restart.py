@@ -17,7 +17,6 @@ import anyio
 import pytest
 
 from dsh.core import (
-    BoundModel,
     Context,
     ModelRequest,
     ScriptedAdapter,
@@ -26,6 +25,7 @@ from dsh.core import (
     parse_preset,
     text_of,
 )
+from dsh.core.models import BoundModel
 from dsh.subagent import NOTICE_SETTLED, SubagentError, SubagentRuntime
 from dsh.testing.scripting import call, last_user_text, steps_in_turn
 
@@ -80,7 +80,8 @@ FIRST_PROCESS = (
     """
 import json, sys
 import anyio
-from dsh.core import BoundModel, Context, ScriptedAdapter, ScriptedReply, parse_preset
+from dsh.core import Context, ScriptedAdapter, ScriptedReply, parse_preset
+from dsh.core.models import BoundModel
 from dsh.subagent import SubagentRuntime
 from dsh.testing.scripting import call, last_user_text, steps_in_turn
 """

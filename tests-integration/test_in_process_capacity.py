@@ -15,7 +15,6 @@ import pytest
 from dsh.core import (
     AbortSignal,
     Agent,
-    BoundModel,
     Context,
     ModelRequest,
     ScriptedAdapter,
@@ -23,6 +22,7 @@ from dsh.core import (
     ScriptedToolCall,
     parse_preset,
 )
+from dsh.core.models import BoundModel
 from dsh.subagent import (
     SubagentProgress,
     SubagentResult,

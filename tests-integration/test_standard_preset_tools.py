@@ -5,15 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.core import (
-    BoundModel,
-    Context,
-    ModelRequest,
-    ScriptedAdapter,
-    ScriptedReply,
-    parse_preset,
-    text_of,
-)
+from dsh.core import Context, ModelRequest, ScriptedAdapter, ScriptedReply, parse_preset, text_of
+from dsh.core.models import BoundModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

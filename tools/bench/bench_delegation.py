@@ -21,7 +21,6 @@ from _bench import Timing, measure_async, write_json
 from pydantic import BaseModel
 
 from dsh.core import (
-    BoundModel,
     Context,
     ScriptedAdapter,
     ScriptedReply,
@@ -30,6 +29,7 @@ from dsh.core import (
     ToolContext,
     parse_preset,
 )
+from dsh.core.models import BoundModel
 
 PRESET = parse_preset(
     """

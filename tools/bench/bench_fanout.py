@@ -34,7 +34,8 @@ from typing import Any
 
 from _bench import write_json
 
-from dsh.core import AbortSignal, BoundModel, Context, ScriptedAdapter, ScriptedReply, parse_preset
+from dsh.core import AbortSignal, Context, ScriptedAdapter, ScriptedReply, parse_preset
+from dsh.core.models import BoundModel
 from dsh.subagent import SubagentResult, SubagentRun, SubagentRuntime, SubagentStartRequest
 
 PRESET = parse_preset(

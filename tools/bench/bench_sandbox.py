@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-from dsh.core import AbortSignal, SandboxPolicy
+from dsh.core import AbortSignal
+from dsh.core.permissions import SandboxPolicy
 from dsh.subprocess import Sandbox, check_sandbox, scrubbed_env
 from dsh.tool_shell._run import run_command
 

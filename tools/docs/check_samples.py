@@ -63,7 +63,7 @@ OUTPUT = {"", "text", "txt", "output"}
 def trust_sandbox(scratch: Path) -> None:
     """Trust the scratch's dsh.toml as ``dsh init`` trusts the file it writes, so a
     sample's ``find_preset()`` reads it (run with the sample environment in place)."""
-    from dsh.core import trust_preset
+    from dsh.core.plugins import trust_preset
 
     trust_preset(scratch / "dsh.toml")
 

@@ -158,7 +158,7 @@ def test_init_writes_a_commented_preset_and_refuses_to_overwrite(tmp_path: Path)
     assert {"dsh-tool-fs", "dsh-tool-shell", "tool-subagent"} <= {r.id for r in preset.plugin}
     assert preset.agent.model is None
     # You wrote it with dsh init: trusted as written; an edit asks again.
-    from dsh.core import UntrustedPresetError, check_trust
+    from dsh.core.plugins import UntrustedPresetError, check_trust
 
     check_trust(tmp_path / "dsh.toml")
     with (tmp_path / "dsh.toml").open("a") as edited:

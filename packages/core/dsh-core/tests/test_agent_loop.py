@@ -12,19 +12,19 @@ from pydantic import BaseModel
 from dsh.core import (
     Agent,
     Context,
-    ModelConfig,
     ScriptedAdapter,
     ScriptedReply,
     ScriptedToolCall,
     Tool,
     ToolContext,
     ToolResult,
-    TurnBlocked,
     last_output,
     parse_preset,
     tool,
 )
 from dsh.core._llm import BoundModel, ModelRequest
+from dsh.core.agents import TurnBlocked
+from dsh.core.models import ModelConfig
 from dsh.testing.fixtures import ONE_TOOL_CALL_TURN
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]

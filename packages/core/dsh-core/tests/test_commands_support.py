@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh.core import TRACING_SWITCH_ENV, PresetError, find_preset, named_presets
+from dsh.core import PresetError, find_preset
 from dsh.core.argtypes import (
     add_capacity_arguments,
     add_log_level_argument,
@@ -19,6 +19,8 @@ from dsh.core.argtypes import (
     positive_float,
     positive_int,
 )
+from dsh.core.plugins import named_presets
+from dsh.core.tracing import TRACING_SWITCH_ENV
 
 pytestmark = pytest.mark.timeout(10)
 

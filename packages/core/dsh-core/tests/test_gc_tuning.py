@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from dsh.core import AbortSignal, Context, parse_preset, tune_gc
+from dsh.core import AbortSignal, Context, parse_preset
 from dsh.core import _gc as gc_module
+from dsh.core.lifecycle import tune_gc
 
 
 @pytest.fixture

@@ -11,14 +11,10 @@ import anyio
 import pytest
 
 from dsh.core import (
-    MAX_RUNNING_PER_OWNER,
     AbortSignal,
     Agent,
     Context,
-    JobError,
-    JobOutcome,
     ModelRequest,
-    PromptSections,
     ScriptedAdapter,
     ScriptedReply,
     SessionStore,
@@ -26,6 +22,8 @@ from dsh.core import (
     text_of,
 )
 from dsh.core._llm import BoundModel
+from dsh.core.agents import PromptSections
+from dsh.core.jobs import MAX_RUNNING_PER_OWNER, JobError, JobOutcome
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(10)]
 

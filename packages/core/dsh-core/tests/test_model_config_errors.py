@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.core import ConfigError, Context, ModelConfig, ModelConfigError, Preset, parse_preset
+from dsh.core import ConfigError, Context, Preset, parse_preset
+from dsh.core.models import ModelConfig, ModelConfigError
 
 pytestmark = pytest.mark.anyio
 

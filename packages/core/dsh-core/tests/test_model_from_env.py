@@ -11,10 +11,6 @@ import pytest
 from dsh.core import (
     Context,
     EffectScope,
-    ModelConfig,
-    ModelConfigError,
-    NoConfig,
-    NoModelError,
     Plugin,
     ScriptedAdapter,
     ScriptedReply,
@@ -22,6 +18,8 @@ from dsh.core import (
     model_from_env,
     parse_preset,
 )
+from dsh.core.models import ModelConfig, ModelConfigError, NoModelError
+from dsh.core.plugins import NoConfig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.core import ConfigError, Context, PluginError, PresetError, load_preset, parse_preset
+from dsh.core import ConfigError, Context, PresetError, load_preset, parse_preset
+from dsh.core.plugins import PluginError
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh.core import Context, PluginError, PresetError, load_preset, parse_preset
+from dsh.core import Context, PresetError, load_preset, parse_preset
+from dsh.core.plugins import PluginError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from dsh.core import PresetError, load_named_preset, load_preset, named_presets, parse_preset
+from dsh.core import PresetError, load_named_preset, load_preset, parse_preset
 from dsh.core import _presets as presets_module
+from dsh.core.plugins import named_presets
 
 BASE = """
 [agent]

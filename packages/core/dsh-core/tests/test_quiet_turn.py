@@ -19,17 +19,17 @@ from pydantic import BaseModel
 from dsh.core import (
     AbortSignal,
     Agent,
-    BoundModel,
     Context,
     Permissions,
-    PermissionsConfig,
     ScriptedAdapter,
     ScriptedReply,
     ScriptedToolCall,
     Tool,
     ToolContext,
-    Tracing,
 )
+from dsh.core.models import BoundModel
+from dsh.core.permissions import PermissionsConfig
+from dsh.core.tracing import Tracing
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dsh.core import Context, DshError, ModelError, parse_preset, redact_urls
+from dsh.core import Context, DshError, parse_preset
+from dsh.core.models import ModelError
+from dsh.core.tracing import redact_urls
 
 pytestmark = pytest.mark.timeout(30)
 

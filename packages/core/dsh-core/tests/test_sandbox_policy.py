@@ -11,16 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh.core import (
-    SANDBOX_ENV,
-    Context,
-    PresetError,
-    SandboxConfig,
-    SandboxError,
-    SandboxPolicy,
-    load_preset,
-    parse_preset,
-)
+from dsh.core import Context, PresetError, load_preset, parse_preset
+from dsh.core.permissions import SANDBOX_ENV, SandboxConfig, SandboxError, SandboxPolicy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 

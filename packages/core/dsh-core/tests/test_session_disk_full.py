@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh.core import Context, SessionError, SessionHeader, SessionStore, parse_preset
+from dsh.core import Context, SessionStore, parse_preset
+from dsh.core.sessions import SessionError, SessionHeader
 from dsh.testing.disk import fill_up, small_tmpfs
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dsh.core import SessionHeader, SessionStore
+from dsh.core import SessionStore
+from dsh.core.sessions import SessionHeader
 
 
 def test_a_lone_surrogate_is_written_as_an_escape_and_loads_back(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh.core import Context, Session, SessionError, SessionHeader, SessionStore, parse_preset
+from dsh.core import Context, Session, SessionStore, parse_preset
+from dsh.core.sessions import SessionError, SessionHeader
 
 pytestmark = pytest.mark.anyio
 

@@ -11,20 +11,17 @@ from typing import Any
 
 import pytest
 
-from dsh.core import (
-    Context,
-    DshError,
-    PresetError,
+from dsh.core import Context, DshError, PresetError, find_preset
+from dsh.core import _presets as presets_module
+from dsh.core.plugins import (
     UntrustedPresetError,
     check_trust,
-    find_preset,
     preset_reach,
     revoke_trust,
     trust_preset,
     trust_store_path,
     trusted_presets,
 )
-from dsh.core import _presets as presets_module
 
 pytestmark = pytest.mark.timeout(30)
 

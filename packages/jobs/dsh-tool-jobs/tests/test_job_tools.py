@@ -14,12 +14,12 @@ from dsh.core import (
     Agent,
     Context,
     DshError,
-    JobOutcome,
     ModelRequest,
     ScriptedReply,
     ToolContext,
     text_of,
 )
+from dsh.core.jobs import JobOutcome
 from dsh.testing.fixtures import plugin_rows, scripted_context
 from dsh.testing.scripting import call, model, steps_in_turn
 from dsh.tool_jobs import JobAccessError, owned_job

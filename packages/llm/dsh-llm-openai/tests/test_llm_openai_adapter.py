@@ -9,18 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import (
-    AbortSignal,
-    Event,
-    ModelDone,
-    ModelError,
-    ModelRequest,
-    ModelStreamEvent,
-    TextDelta,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from dsh.core import AbortSignal, ModelRequest, Usage
+from dsh.core.models import ModelDone, ModelError, ModelStreamEvent, TextDelta, ToolCall, ToolSpec
+from dsh.core.sessions import Event
 from dsh.llm_openai import OpenAIChatAdapter, OpenAIOptions
 from dsh.testing.model_servers import (
     ChatReply,

@@ -11,7 +11,9 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from dsh.core import Context, Event, ModelConfig, ToolContext, parse_preset, tool
+from dsh.core import Context, ToolContext, parse_preset, tool
+from dsh.core.models import ModelConfig
+from dsh.core.sessions import Event
 from dsh.llm_openai import SharedClient
 from dsh.testing.model_servers import (
     ChatReply,

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from dsh.core import Event, ModelDone, ModelError, TextDelta, ToolCall, ToolSpec, Usage
+from dsh.core import Usage
+from dsh.core.models import ModelDone, ModelError, TextDelta, ToolCall, ToolSpec
+from dsh.core.sessions import Event
 from dsh.llm_openai import Config, OpenAIOptions, chat_messages, resolve_options, tool_definitions
 from dsh.llm_openai.messages import INTERRUPTED_RESULT
 from dsh.llm_openai.stream import ChunkAssembler, SSELines

@@ -9,7 +9,8 @@ from typing import Any
 import genai_prices
 import pytest
 
-from dsh.core import AbortSignal, ModelDone, ModelRequest, Usage
+from dsh.core import AbortSignal, ModelRequest, Usage
+from dsh.core.models import ModelDone
 from dsh.llm_openai import OpenAIChatAdapter, OpenAIOptions
 from dsh.llm_openai._pricing import price
 from dsh.llm_openai.stream import ChunkAssembler

@@ -15,7 +15,9 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import AbortSignal, Context, PluginError, SandboxConfig, SandboxPolicy, parse_preset
+from dsh.core import AbortSignal, Context, parse_preset
+from dsh.core.permissions import SandboxConfig, SandboxPolicy
+from dsh.core.plugins import PluginError
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
 from dsh.subagent_acp import AcpProvider, AcpProviderConfig
 

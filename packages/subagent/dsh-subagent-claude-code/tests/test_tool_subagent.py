@@ -9,15 +9,8 @@ from pathlib import Path
 import pytest
 
 from dsh.cli._presets import shipped_preset
-from dsh.core import (
-    BoundModel,
-    Context,
-    Preset,
-    ScriptedAdapter,
-    ScriptedReply,
-    ScriptedToolCall,
-    parse_preset,
-)
+from dsh.core import Context, Preset, ScriptedAdapter, ScriptedReply, ScriptedToolCall, parse_preset
+from dsh.core.models import BoundModel
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_claude_code import ClaudeCodeProvider
 from dsh.testing.fixtures import ONE_TOOL_CALL_TURN

@@ -9,7 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import AgentDefaults, Context, ModelConfig, PluginRow, Preset, load_preset
+from dsh.core import Context, Preset, load_preset
+from dsh.core.models import ModelConfig
+from dsh.core.plugins import AgentDefaults, PluginRow
 from dsh.subagent import SubagentRuntime
 from dsh.testing.fixtures import ONE_TOOL_CALL_TURN, delegating_parent, plugin_rows, toml_value
 

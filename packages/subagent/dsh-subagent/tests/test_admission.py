@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import AbortSignal, Agent, BusEvent, Context, PluginError, parse_preset
+from dsh.core import AbortSignal, Agent, BusEvent, Context, parse_preset
+from dsh.core.plugins import PluginError
 from dsh.subagent import (
     CapacityExceeded,
     RunHandle,

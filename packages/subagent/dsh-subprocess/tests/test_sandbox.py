@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh.core import SANDBOX_ENV, SandboxConfig, SandboxPolicy
+from dsh.core.permissions import SANDBOX_ENV, SandboxConfig, SandboxPolicy
 from dsh.subprocess import ChildProcess, ProcessStartError, Sandbox, scrubbed_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dsh.core import SandboxPolicy
+from dsh.core.permissions import SandboxPolicy
 from dsh.subprocess import Sandbox
 from dsh.subprocess._scan import owner_alive, owner_of_this_process
 from dsh.subprocess._spawn import Spawn

@@ -19,15 +19,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import (
-    Agent,
-    BoundModel,
-    Context,
-    ModelRequest,
-    ScriptedReply,
-    parse_preset,
-    text_of,
-)
+from dsh.core import Agent, Context, ModelRequest, ScriptedReply, parse_preset, text_of
+from dsh.core.models import BoundModel
 from dsh.subagent import (
     NOTICE_REPORT,
     NOTICE_SETTLED,

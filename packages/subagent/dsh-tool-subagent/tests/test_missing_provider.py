@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh.core import Context, PluginError, parse_preset
+from dsh.core import Context, parse_preset
+from dsh.core.plugins import PluginError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 

@@ -8,16 +8,9 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import (
-    Agent,
-    BoundModel,
-    Context,
-    PluginError,
-    ScriptedAdapter,
-    ScriptedReply,
-    ScriptedToolCall,
-    parse_preset,
-)
+from dsh.core import Agent, Context, ScriptedAdapter, ScriptedReply, ScriptedToolCall, parse_preset
+from dsh.core.models import BoundModel
+from dsh.core.plugins import PluginError
 from dsh.subagent import ALL_START_CAPABILITIES, SubagentResult, SubagentRuntime
 from dsh.testing.fixtures import ONE_TOOL_CALL_TURN
 from dsh.testing.scripted_provider import HANG_PROMPT, ScriptedProvider

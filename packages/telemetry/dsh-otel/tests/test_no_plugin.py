@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
-from dsh.core import NO_TRACING, Context, Tracing, parse_preset
+from dsh.core import Context, parse_preset
+from dsh.core.tracing import NO_TRACING, Tracing
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 

@@ -1,5 +1,5 @@
 """dsh-core's tracing seam on its own (no OpenTelemetry): what the agent loop reports
-to an installed :class:`~dsh.core.Tracing`, in which order, and in which task."""
+to an installed :class:`~dsh.core.tracing.Tracing`, in which order, and in which task."""
 
 from __future__ import annotations
 
@@ -10,21 +10,17 @@ import pytest
 from pydantic import BaseModel
 
 from dsh.core import (
-    NO_TRACING,
     Agent,
     Context,
-    ModelDone,
     ModelRequest,
-    ToolCall,
     ToolContext,
     ToolResult,
-    TracedCall,
-    Tracing,
     TurnOutcome,
-    install_tracing,
     parse_preset,
     tool,
 )
+from dsh.core.models import ModelDone, ToolCall
+from dsh.core.tracing import NO_TRACING, TracedCall, Tracing, install_tracing
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 

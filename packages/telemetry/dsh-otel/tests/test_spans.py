@@ -10,7 +10,9 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 from pydantic import BaseModel
 
-from dsh.core import NO_TRACING, Context, PluginError, Tool, ToolContext, parse_preset
+from dsh.core import Context, Tool, ToolContext, parse_preset
+from dsh.core.plugins import PluginError
+from dsh.core.tracing import NO_TRACING
 from dsh.otel import OtelTracing
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from dsh.core import (
-    BoundModel,
     Context,
     ModelRequest,
     PermissionDecision,
@@ -18,6 +17,7 @@ from dsh.core import (
     ScriptedReply,
     parse_preset,
 )
+from dsh.core.models import BoundModel
 from dsh.testing.fixtures import call_then_echo, result_text, tool_results
 from dsh.testing.scripting import call, last_user_text, model, steps_in_turn
 

@@ -16,9 +16,7 @@ import pytest
 
 from dsh.core import (
     AbortSignal,
-    BoundModel,
     Context,
-    PluginError,
     ScriptedAdapter,
     ScriptedReply,
     ToolContext,
@@ -26,6 +24,8 @@ from dsh.core import (
     load_preset,
     parse_preset,
 )
+from dsh.core.models import BoundModel
+from dsh.core.plugins import PluginError
 from dsh.testing.scripting import call as tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]

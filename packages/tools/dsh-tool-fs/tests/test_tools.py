@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from dsh.core import AbortSignal, Context, PluginError, ToolContext, ToolResult, parse_preset
+from dsh.core import AbortSignal, Context, ToolContext, ToolResult, parse_preset
+from dsh.core.plugins import PluginError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(20)]
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from dsh.core import AbortSignal, Agent, Context, PluginError, ToolContext, ToolResult, parse_preset
+from dsh.core import AbortSignal, Agent, Context, ToolContext, ToolResult, parse_preset
+from dsh.core.plugins import PluginError
 from dsh.testing.mcp_server import serve_http
 from dsh.tool_mcp import attach_servers, servers_from_acp
 

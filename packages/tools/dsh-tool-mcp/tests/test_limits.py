@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import AbortSignal, Agent, Context, PluginError, ToolContext, ToolResult, parse_preset
+from dsh.core import AbortSignal, Agent, Context, ToolContext, ToolResult, parse_preset
+from dsh.core.plugins import PluginError
 from dsh.testing.processes import alive, wait_until_gone
 from dsh.tool_mcp import McpServerConfig, McpServers
 

@@ -18,12 +18,12 @@ from dsh.core import (
     Context,
     PermissionDecision,
     PermissionRequest,
-    PluginError,
     Tool,
     ToolContext,
     ToolResult,
     parse_preset,
 )
+from dsh.core.plugins import PluginError
 from dsh.testing.mcp_server import FAIL_START_MESSAGE
 from dsh.testing.processes import alive, wait_until_gone
 

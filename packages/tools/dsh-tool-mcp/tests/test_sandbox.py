@@ -12,7 +12,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import AbortSignal, Context, PluginError, ToolContext, parse_preset
+from dsh.core import AbortSignal, Context, ToolContext, parse_preset
+from dsh.core.plugins import PluginError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -15,15 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from dsh.core import (
-    AbortSignal,
-    Context,
-    PluginError,
-    SandboxConfig,
-    SandboxError,
-    ToolContext,
-    parse_preset,
-)
+from dsh.core import AbortSignal, Context, ToolContext, parse_preset
+from dsh.core.permissions import SandboxConfig, SandboxError
+from dsh.core.plugins import PluginError
 from dsh.testing.processes import cmdline, live_children, process_tree
 from dsh.tool_shell._run import run_command
 
@@ -229,7 +223,7 @@ async def test_off_runs_unsandboxed_only_when_written(tmp_path: Path) -> None:
 async def test_a_missing_bubblewrap_fails_loud_with_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dsh.core import SandboxPolicy
+    from dsh.core.permissions import SandboxPolicy
     from dsh.subprocess import Sandbox, _sandbox
 
     monkeypatch.setattr(_sandbox, "_checked", None)

@@ -13,7 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import AbortSignal, Context, PluginError, ToolContext, ToolResult, parse_preset
+from dsh.core import AbortSignal, Context, ToolContext, ToolResult, parse_preset
+from dsh.core.plugins import PluginError
 from dsh.testing.conformance import assert_no_new_processes
 from dsh.testing.processes import live_children, process_tree, wait_until_gone
 from dsh.tool_shell._run import OutputCapture
@@ -304,7 +305,8 @@ async def test_cancel_kills_everything_including_setsid_grandchildren(ctx: Conte
 
 
 async def test_cancel_of_the_agent_turn_kills_the_tree(ctx: Context) -> None:
-    from dsh.core import BoundModel, ScriptedAdapter, ScriptedReply, ScriptedToolCall
+    from dsh.core import ScriptedAdapter, ScriptedReply, ScriptedToolCall
+    from dsh.core.models import BoundModel
 
     before = live_children()
     agent = ctx.agents.create(

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from dsh.core import (
-    BoundModel,
     Context,
     ModelRequest,
     PermissionDecision,
@@ -17,6 +16,7 @@ from dsh.core import (
     ScriptedReply,
     parse_preset,
 )
+from dsh.core.models import BoundModel
 from dsh.testing.conformance import assert_no_new_processes
 from dsh.testing.fixtures import call_then_echo, result_text, tool_results
 from dsh.testing.processes import live_children

@@ -54,7 +54,8 @@ from a2a.types import (
 from dsh.a2a._orphans import TASK_KEY
 from dsh.a2a._protocol import ARTIFACT_ID, META_KEY, plain
 from dsh.a2a._task_run import TaskRun, now_status, status_event
-from dsh.core import Agent, Context, Event, TurnOutcome, last_output
+from dsh.core import Agent, Context, TurnOutcome, last_output
+from dsh.core.sessions import Event
 from dsh.subagent.kit import DelegationRelay, Lineage
 
 __all__ = ["DshAgentExecutor"]

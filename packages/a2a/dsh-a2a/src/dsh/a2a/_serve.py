@@ -44,7 +44,8 @@ from urllib.parse import urlsplit
 import uvicorn
 
 from dsh.a2a._guard import HostPolicy
-from dsh.core import DshError, Preset, on_stop_signals
+from dsh.core import DshError, Preset
+from dsh.core.lifecycle import on_stop_signals
 
 __all__ = ["ServeOptions", "host_policy", "serve_command"]
 

@@ -29,7 +29,8 @@ from a2a.types import (
 )
 
 from dsh.a2a._protocol import ARTIFACT_ID, META_KEY, to_struct_value
-from dsh.core import Agent, Event, text_of
+from dsh.core import Agent, text_of
+from dsh.core.sessions import Event
 from dsh.subagent import SubagentProgress, SubagentUsage
 from dsh.subagent.kit import RelayWatch, turn_usage
 

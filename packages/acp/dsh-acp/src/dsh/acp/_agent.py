@@ -59,7 +59,8 @@ from dsh.acp._requests import (
 )
 from dsh.acp._session import Session, run_closers
 from dsh.core import Agent as DshAgent
-from dsh.core import Context, Event, PermissionDecision, PermissionRequest, SessionError
+from dsh.core import Context, PermissionDecision, PermissionRequest
+from dsh.core.sessions import Event, SessionError
 from dsh.subagent.kit import DelegationRelay
 
 __all__ = ["DshAcpAgent"]

@@ -19,7 +19,9 @@ from acp.schema import (
 )
 
 from dsh.acp._agent_base import PromptBlock
-from dsh.core import Event, NoModelError, TurnOutcome
+from dsh.core import TurnOutcome
+from dsh.core.models import NoModelError
+from dsh.core.sessions import Event
 from dsh.subagent.kit import Lineage, RelayWatch, turn_usage
 
 __all__ = [

@@ -48,7 +48,9 @@ _STDIN_LIMIT = 64 * 1024 * 1024
 def serve_command(args: argparse.Namespace) -> int:
     """``dsh acp``: serve until the client closes stdin (or a signal). Exit status 0;
     128 + the signal on SIGINT, SIGTERM or SIGHUP (130, 143, 129)."""
-    from dsh.core import TRACING_SWITCH_ENV, PresetError, UntrustedPresetError
+    from dsh.core import PresetError
+    from dsh.core.plugins import UntrustedPresetError
+    from dsh.core.tracing import TRACING_SWITCH_ENV
 
     if args.otel:  # the switch: every context opened here traces (and children inherit it)
         os.environ[TRACING_SWITCH_ENV] = "1"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from dsh.acp._updates import SessionUpdates, Update
 from dsh.core import Agent as DshAgent
-from dsh.core import Disposer
+from dsh.core.lifecycle import Disposer
 from dsh.subagent.kit import RelayWatch
 
 __all__ = ["Session", "run_closers"]

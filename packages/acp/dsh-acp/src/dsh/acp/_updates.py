@@ -36,7 +36,9 @@ from acp.schema import (
 
 from dsh.acp._schema import agent_message, text_block, tool_call_progress, tool_call_start
 from dsh.core import Agent as DshAgent
-from dsh.core import Disposer, Event, PermissionDecision, PermissionRequest, text_of
+from dsh.core import PermissionDecision, PermissionRequest, text_of
+from dsh.core.lifecycle import Disposer
+from dsh.core.sessions import Event
 from dsh.subagent import SubagentProgress
 from dsh.subagent.kit import turn_usage
 

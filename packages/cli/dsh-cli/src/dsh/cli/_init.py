@@ -81,7 +81,7 @@ def init_command(args: argparse.Namespace) -> int:
         return 2
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(TEMPLATE)
-    from dsh.core import trust_preset
+    from dsh.core.plugins import trust_preset
 
     try:  # you wrote it: trusted as written (an edit asks again, as for any file)
         trust_preset(path)

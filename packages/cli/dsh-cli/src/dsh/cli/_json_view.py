@@ -11,7 +11,8 @@ from typing import Any, TextIO
 
 from dsh.cli._tree import Node
 from dsh.cli._view import RunSummary, RunView, discard_output
-from dsh.core import BusEvent, Event
+from dsh.core import BusEvent
+from dsh.core.sessions import Event
 from dsh.subagent import SubagentProgress, SubagentUsage
 
 __all__ = ["JsonView"]

@@ -19,7 +19,7 @@ from rich.tree import Tree
 from dsh.cli._safe_text import strip_controls
 from dsh.cli._tree import NOT_STARTED, Node, format_elapsed, format_usage
 from dsh.cli._view import RunSummary, RunView, usage_line, who
-from dsh.core import Event
+from dsh.core.sessions import Event
 
 __all__ = ["LiveView"]
 

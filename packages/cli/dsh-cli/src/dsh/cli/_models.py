@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dsh.core import EnvModel, Preset, model_from_env
+from dsh.core import Preset, model_from_env
+from dsh.core.models import EnvModel
 
 __all__ = ["EnvModel", "env_model_for"]
 

@@ -19,7 +19,8 @@ from dsh.cli._tree import (
     short_id,
 )
 from dsh.cli._view import RunSummary, RunView, usage_line, who
-from dsh.core import Event, text_of
+from dsh.core import text_of
+from dsh.core.sessions import Event
 from dsh.subagent import SubagentProgress
 
 __all__ = ["PlainView", "tree_lines"]

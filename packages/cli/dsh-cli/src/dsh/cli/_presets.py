@@ -11,7 +11,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from dsh.core import Preset, PresetError, find_preset, load_named_preset, named_presets
+from dsh.core import Preset, PresetError, find_preset, load_named_preset
+from dsh.core.plugins import named_presets
 
 __all__ = [
     "DEMO",
@@ -69,7 +70,7 @@ def resolve_preset(value: str | None, cwd: Path | None = None, *, trust: bool = 
     """``--preset`` as given: an existing file, else a named preset; without one,
     ``dsh.toml`` in ``cwd`` (default: the current directory) if present, else the
     standard preset. Raises :class:`PresetError` saying what was looked for, and
-    :class:`~dsh.core.UntrustedPresetError` for a ``dsh.toml`` found in ``cwd`` that is
+    :class:`~dsh.core.plugins.UntrustedPresetError` for a ``dsh.toml`` found in ``cwd`` that is
     not trusted (unless ``trust``: ``--trust``)."""
     return find_preset(value, cwd=cwd, trust=trust) or shipped_preset("standard")
 

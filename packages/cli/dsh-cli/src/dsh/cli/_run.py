@@ -24,16 +24,9 @@ from dsh.cli._presets import resolve_preset
 from dsh.cli._safe_text import strip_controls
 from dsh.cli._view import RunView
 from dsh.cli._watch import choose_view, summarize, watch
-from dsh.core import (
-    Agent,
-    Context,
-    DshError,
-    Preset,
-    PresetError,
-    SessionError,
-    TurnOutcome,
-    UntrustedPresetError,
-)
+from dsh.core import Agent, Context, DshError, Preset, PresetError, TurnOutcome
+from dsh.core.plugins import UntrustedPresetError
+from dsh.core.sessions import SessionError
 
 __all__ = ["FINISHED_WITH_FAILURES", "check_cwd", "run_command"]
 
@@ -107,7 +100,7 @@ def run_command(args: argparse.Namespace) -> int:
 def _trusted_preset(args: argparse.Namespace, cwd: Path | None) -> Preset | None:
     """The preset; a ``dsh.toml`` found in the working directory that is not trusted is
     shown and asked about on a terminal (``None``: the answer was no), refused without
-    one (:class:`~dsh.core.UntrustedPresetError` says how to trust it)."""
+    one (:class:`~dsh.core.plugins.UntrustedPresetError` says how to trust it)."""
     try:
         return resolve_preset(args.preset, cwd, trust=args.trust)
     except UntrustedPresetError as exc:

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from dsh.core import (
-    PresetError,
+from dsh.core import PresetError
+from dsh.core.plugins import (
     UntrustedPresetError,
     preset_reach,
     revoke_trust,

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from dsh.cli._tree import DelegationTree, Node, format_usage
-from dsh.core import PERMISSION_REFUSED, BusEvent, Event, text_of
+from dsh.core import BusEvent, text_of
+from dsh.core.permissions import PERMISSION_REFUSED
+from dsh.core.sessions import Event
 from dsh.subagent import SubagentProgress, SubagentUsage, UsageReport
 
 __all__ = ["START_FAILED", "RunSummary", "RunView", "discard_output", "usage_line"]

@@ -7,7 +7,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from dsh.core import PERMISSION_REFUSED, Agent, Context, TurnOutcome, last_output
+from dsh.core import Agent, Context, TurnOutcome, last_output
+from dsh.core.permissions import PERMISSION_REFUSED
 from dsh.subagent import SubagentRuntime, SubagentUsage
 
 if TYPE_CHECKING:

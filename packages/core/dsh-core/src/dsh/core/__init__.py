@@ -2,234 +2,119 @@
 
 Context and plugins, sessions (JSONL), agents and the agent loop, the LLM runtime
 with a scripted adapter, tools, jobs, the event bus and the abort signal.
+
+This module exports the names most code needs first. Every other public name has one
+home in a topic module: :mod:`dsh.core.agents`, :mod:`dsh.core.models`,
+:mod:`dsh.core.plugins`, :mod:`dsh.core.permissions`, :mod:`dsh.core.sessions`,
+:mod:`dsh.core.jobs`, :mod:`dsh.core.tracing` and :mod:`dsh.core.lifecycle`. No name
+is exported twice. Importing a topic module's name from ``dsh.core`` still works but
+warns (:class:`DeprecationWarning`) with the import to use instead.
 """
 
-from dsh.core._agent import AgentObserver, StopReason, TurnOutcome, last_output
-from dsh.core._content import Content, ContentBlock, as_blocks, text_block, text_of
+from typing import TYPE_CHECKING
+
+from dsh.core._agent import StopReason, TurnOutcome, last_output
+from dsh.core._content import Content, text_of
 from dsh.core._context import (
-    NO_TRACING,
     Agent,
-    AgentRegistry,
     Approver,
     Context,
     PermissionRequest,
     Permissions,
     ToolContext,
-    Tracing,
-    install_tracing,
 )
-from dsh.core._effects import AsyncDisposer, Disposer, EffectScope
-from dsh.core._env_model import EnvModel, NoModelError, model_from_env
+from dsh.core._effects import EffectScope
+from dsh.core._env_model import model_from_env
 from dsh.core._errors import ConfigError, DshError
-from dsh.core._events import ANY, BusEvent, EventBus
-from dsh.core._gc import tune_gc
-from dsh.core._jobs import (
-    MAX_RUNNING_PER_OWNER,
-    Job,
-    JobError,
-    JobOutcome,
-    JobRegistry,
-    JobStatus,
-    describe_job,
-)
-from dsh.core._llm import (
-    BoundModel,
-    LLMRuntime,
-    ModelAdapter,
-    ModelConfig,
-    ModelConfigError,
-    ModelDone,
-    ModelError,
-    ModelRequest,
-    ModelStopReason,
-    ModelStreamEvent,
-    TextDelta,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
-from dsh.core._permission_config import (
-    PermissionDecision,
-    PermissionPolicy,
-    PermissionsConfig,
-)
-from dsh.core._permissions import PERMISSION_REFUSED
-from dsh.core._plugins import LoadedPlugin, NoConfig, Plugin, PluginError, PluginHost
-from dsh.core._presets import (
-    AgentDefaults,
-    PluginRow,
-    Preset,
-    PresetError,
-    load_named_preset,
-    load_preset,
-    named_presets,
-    parse_preset,
-)
-from dsh.core._prompt import PromptSections
-from dsh.core._redact import redact_urls
-from dsh.core._sandbox import (
-    PROTECTED_NAMES,
-    SANDBOX_ENV,
-    SandboxConfig,
-    SandboxError,
-    SandboxMode,
-    SandboxPolicy,
-)
-from dsh.core._scripted import (
-    ScriptedAdapter,
-    ScriptedModelOptions,
-    ScriptedReply,
-    ScriptedToolCall,
-)
-from dsh.core._session import (
-    Event,
-    LoadedSession,
-    Session,
-    SessionError,
-    SessionHeader,
-    SessionStore,
-    TornTail,
-    new_session_id,
-)
+from dsh.core._events import BusEvent, EventBus
+from dsh.core._llm import ModelAdapter, ModelRequest, Usage
+from dsh.core._permission_config import PermissionDecision
+from dsh.core._plugins import Plugin, PluginHost
+from dsh.core._presets import Preset, PresetError, load_named_preset, load_preset, parse_preset
+from dsh.core._scripted import ScriptedAdapter, ScriptedReply, ScriptedToolCall
+from dsh.core._session import Session, SessionStore
 from dsh.core._signals import Aborted, AbortSignal
-from dsh.core._stop_signals import STOP_SIGNALS, on_stop_signals
-from dsh.core._tools import (
-    AgentTools,
-    Tool,
-    ToolError,
-    ToolRegistry,
-    ToolResult,
-    ToolView,
-    TurnBlocked,
-    tool,
-)
-from dsh.core._tracing import TRACING_SWITCH_ENV, TracedCall, tracing_switched_on
-from dsh.core._trust import (
-    TrustedPreset,
-    UntrustedPresetError,
-    check_trust,
-    find_preset,
-    preset_reach,
-    revoke_trust,
-    trust_preset,
-    trust_store_path,
-    trusted_presets,
-)
-from dsh.core._validation import validation_problems
+from dsh.core._tools import Tool, ToolError, ToolResult, tool
+from dsh.core._trust import find_preset
 
 __all__ = [
-    "ANY",
-    "MAX_RUNNING_PER_OWNER",
-    "NO_TRACING",
-    "PERMISSION_REFUSED",
-    "PROTECTED_NAMES",
-    "SANDBOX_ENV",
-    "STOP_SIGNALS",
-    "TRACING_SWITCH_ENV",
     "AbortSignal",
     "Aborted",
     "Agent",
-    "AgentDefaults",
-    "AgentObserver",
-    "AgentRegistry",
-    "AgentTools",
     "Approver",
-    "AsyncDisposer",
-    "BoundModel",
     "BusEvent",
     "ConfigError",
     "Content",
-    "ContentBlock",
     "Context",
-    "Disposer",
     "DshError",
     "EffectScope",
-    "EnvModel",
-    "Event",
     "EventBus",
-    "Job",
-    "JobError",
-    "JobOutcome",
-    "JobRegistry",
-    "JobStatus",
-    "LLMRuntime",
-    "LoadedPlugin",
-    "LoadedSession",
     "ModelAdapter",
-    "ModelConfig",
-    "ModelConfigError",
-    "ModelDone",
-    "ModelError",
     "ModelRequest",
-    "ModelStopReason",
-    "ModelStreamEvent",
-    "NoConfig",
-    "NoModelError",
     "PermissionDecision",
-    "PermissionPolicy",
     "PermissionRequest",
     "Permissions",
-    "PermissionsConfig",
     "Plugin",
-    "PluginError",
     "PluginHost",
-    "PluginRow",
     "Preset",
     "PresetError",
-    "PromptSections",
-    "SandboxConfig",
-    "SandboxError",
-    "SandboxMode",
-    "SandboxPolicy",
     "ScriptedAdapter",
-    "ScriptedModelOptions",
     "ScriptedReply",
     "ScriptedToolCall",
     "Session",
-    "SessionError",
-    "SessionHeader",
     "SessionStore",
     "StopReason",
-    "TextDelta",
     "Tool",
-    "ToolCall",
     "ToolContext",
     "ToolError",
-    "ToolRegistry",
     "ToolResult",
-    "ToolSpec",
-    "ToolView",
-    "TornTail",
-    "TracedCall",
-    "Tracing",
-    "TrustedPreset",
-    "TurnBlocked",
     "TurnOutcome",
-    "UntrustedPresetError",
     "Usage",
-    "as_blocks",
-    "check_trust",
-    "describe_job",
     "find_preset",
-    "install_tracing",
     "last_output",
     "load_named_preset",
     "load_preset",
     "model_from_env",
-    "named_presets",
-    "new_session_id",
-    "on_stop_signals",
     "parse_preset",
-    "preset_reach",
-    "redact_urls",
-    "revoke_trust",
-    "text_block",
     "text_of",
     "tool",
-    "tracing_switched_on",
-    "trust_preset",
-    "trust_store_path",
-    "trusted_presets",
-    "tune_gc",
-    "validation_problems",
 ]
+
+_TOPICS = (
+    "agents",
+    "jobs",
+    "lifecycle",
+    "models",
+    "permissions",
+    "plugins",
+    "sessions",
+    "tracing",
+)
+"""The public topic modules under ``dsh.core``, each with its own ``__all__``."""
+
+
+def __dir__() -> list[str]:
+    """Only the front-door names (the topic modules hold the rest)."""
+    return list(__all__)
+
+
+if not TYPE_CHECKING:  # type checkers see no fallback: a moved name is an error there
+
+    def __getattr__(name: str) -> object:
+        """A name that moved to a topic module, with a :class:`DeprecationWarning` that
+        names the import to use instead; :class:`AttributeError` for any other name."""
+        if not name.startswith("__"):
+            import importlib
+            import warnings
+
+            for topic in _TOPICS:
+                module = importlib.import_module(f"{__name__}.{topic}")
+                if name in module.__all__:
+                    warnings.warn(
+                        f"dsh.core.{name} moved to dsh.core.{topic}: "
+                        f"use `from dsh.core.{topic} import {name}`",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    return getattr(module, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

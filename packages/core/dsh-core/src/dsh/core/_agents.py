@@ -1,7 +1,7 @@
 """The agent registry's logic (``ctx.agents``): create, look up, resume and close agents.
 
 :class:`LiveAgents` is generic in the agent class it builds: the public
-:class:`~dsh.core.AgentRegistry` (in :mod:`dsh.core._context`) binds it to
+:class:`~dsh.core.agents.AgentRegistry` (in :mod:`dsh.core._context`) binds it to
 :class:`~dsh.core.Agent` and builds each one with its context (:meth:`LiveAgents._new_agent`).
 What the registry needs of the context is :class:`RegistryHost`.
 """
@@ -63,7 +63,7 @@ class RegistryHost(Protocol):
 
     @property
     def llm(self) -> LLMRuntime:
-        """Binds a :class:`~dsh.core.ModelConfig` to its adapter."""
+        """Binds a :class:`~dsh.core.models.ModelConfig` to its adapter."""
 
     def default_model(self) -> BoundModel:
         """The model of a root agent created without one."""
@@ -71,7 +71,7 @@ class RegistryHost(Protocol):
 
 class LiveAgents(Generic[A]):
     """Creates agents and tracks the live ones (the logic of
-    :class:`~dsh.core.AgentRegistry`, which builds the agents: :meth:`_new_agent`)."""
+    :class:`~dsh.core.agents.AgentRegistry`, which builds the agents: :meth:`_new_agent`)."""
 
     def __init__(self, ctx: RegistryHost) -> None:
         self._ctx = ctx
@@ -118,7 +118,7 @@ class LiveAgents(Generic[A]):
         of the system prompt (default: the deployment's sections); ``persona``
         replaces its persona section. ``sandbox`` narrows the parent's sandbox policy
         (or the context's, for a root agent); asking for more raises
-        :class:`~dsh.core.SandboxError`.
+        :class:`~dsh.core.permissions.SandboxError`.
         """
         ctx = self._ctx
         ceiling = parent.sandbox if parent is not None else ctx.sandbox

@@ -247,7 +247,7 @@ class Context(Container):
     ``events`` (the bus), ``tools``, ``llm``, ``agents``, ``jobs``, ``plugins``,
     ``permissions`` (who may run which tool),
     ``tracing`` (the tracing seam, a no-op by default),
-    ``sandbox`` (the root :class:`~dsh.core.SandboxPolicy` every agent narrows),
+    ``sandbox`` (the root :class:`~dsh.core.permissions.SandboxPolicy` every agent narrows),
     ``sessions`` (a store, or None for in-memory sessions), ``cwd``, ``defaults``
     and ``prompt`` (the deployment's system-prompt sections, copied into each new
     agent); plus whatever plugins :meth:`provide`.
@@ -281,7 +281,7 @@ class Context(Container):
         self.permissions = Permissions(self, permissions)
         self.tracing: Tracing = NO_TRACING
         """The tracing seam: traces nothing until a tracing plugin installs one
-        (:func:`~dsh.core.install_tracing`)."""
+        (:func:`~dsh.core.tracing.install_tracing`)."""
         self._default_model: BoundModel | None = None
         self.closing = False
         """True once :meth:`aclose` has started: runtime notices are no longer delivered."""
@@ -300,13 +300,13 @@ class Context(Container):
 
         The root sandbox policy is the preset's ``[sandbox]`` table (``sandbox``
         replaces it), narrowed by the policy a parent dsh process passed down
-        (:data:`~dsh.core.SANDBOX_ENV`); the preset's own files are protected.
+        (:data:`~dsh.core.permissions.SANDBOX_ENV`); the preset's own files are protected.
 
         Agents created without a model use the preset's ``[agent.model]``, else the model
         the environment names, as ``dsh run`` does (:meth:`default_model`).
 
         The first open in a process also makes the garbage collector's full
-        collections rarer (:func:`~dsh.core.tune_gc`; ``DSH_GC_TUNING=off`` keeps
+        collections rarer (:func:`~dsh.core.lifecycle.tune_gc`; ``DSH_GC_TUNING=off`` keeps
         CPython's schedule)."""
         tune_gc()
         ctx = cls(
@@ -347,8 +347,8 @@ class Context(Container):
         """The model of agents created without one: ``[agent.model]``, else the one the
         environment names (:func:`~dsh.core.model_from_env`: ``OPENAI_BASE_URL``,
         ``DEEPSEEK_API_KEY`` or ``OPENAI_API_KEY``, as ``dsh run`` takes it). Raises
-        :class:`~dsh.core.NoModelError` saying what to set when neither names one, a
-        :class:`~dsh.core.ModelConfigError` when its adapter is not loaded."""
+        :class:`~dsh.core.models.NoModelError` saying what to set when neither names one, a
+        :class:`~dsh.core.models.ModelConfigError` when its adapter is not loaded."""
         if self._default_model is None:
             config = self.defaults.model
             found: EnvModel | None = None

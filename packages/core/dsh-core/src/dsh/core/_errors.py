@@ -12,7 +12,7 @@ class DshError(Exception):
     subagents, ...): ``except DshError`` catches what dsh means to raise and lets
     programming errors through. Its text never shows a credential in a URL
     (``http://user:pass@host`` prints as ``http://***@host``, see
-    :func:`~dsh.core.redact_urls`)."""
+    :func:`~dsh.core.tracing.redact_urls`)."""
 
     def __str__(self) -> str:
         return redact_urls(super().__str__())

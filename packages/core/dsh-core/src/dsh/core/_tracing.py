@@ -1,6 +1,6 @@
 """The tracing switch and the pieces of the tracing seam that name no agent.
 
-The seam itself, :class:`~dsh.core.Tracing` (its hooks take the
+The seam itself, :class:`~dsh.core.tracing.Tracing` (its hooks take the
 :class:`~dsh.core.Agent` that called), lives beside the context in
 :mod:`dsh.core._context`; this module holds what it and the command line share:
 the ``DSH_OTEL`` switch and the no-op call and context the default tracer returns.

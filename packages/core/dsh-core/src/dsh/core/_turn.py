@@ -9,7 +9,7 @@ append their results; until a step has no tool calls. It ends with
 ``aborted``, ``blocked`` or ``error``.
 
 A session write the disk refuses (full, over quota) ends the turn ``error`` with
-:class:`~dsh.core.SessionError`'s message; the events stay in the log and are
+:class:`~dsh.core.sessions.SessionError`'s message; the events stay in the log and are
 saved by the next write that succeeds.
 
 The loop knows the agent's context only through :class:`TurnHost` (the tracing
@@ -97,7 +97,7 @@ def last_output(events: Sequence[Event], start: int = 0) -> str:
 
 class TracedCall(Protocol):
     """One turn, model call or tool call the agent loop reported to
-    :class:`~dsh.core.Tracing`."""
+    :class:`~dsh.core.tracing.Tracing`."""
 
     def end(
         self, outcome: TurnOutcome | ModelDone | ToolResult | None, error: BaseException | None

@@ -12,16 +12,8 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from dsh.core import (
-    AbortSignal,
-    Agent,
-    DshError,
-    Job,
-    Tool,
-    ToolContext,
-    ToolResult,
-    describe_job,
-)
+from dsh.core import AbortSignal, Agent, DshError, Tool, ToolContext, ToolResult
+from dsh.core.jobs import Job, describe_job
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",

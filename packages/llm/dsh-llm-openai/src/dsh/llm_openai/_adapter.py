@@ -7,7 +7,7 @@ connection go away. Cancelling the caller (an agent's cancel scope) does the
 same. Failures become :class:`~dsh.core._llm.ModelError` with a message that says
 what happened and where: HTTP errors carry the status and the server's message.
 Credentials in the URL (``http://user:pass@host/v1``, ``?api_key=...``) never appear
-in messages, logs or ``repr``: the URL is shown through :func:`dsh.core.redact_urls`.
+in messages, logs or ``repr``: the URL is shown through :func:`dsh.core.tracing.redact_urls`.
 """
 
 from __future__ import annotations
@@ -22,15 +22,9 @@ from typing import Any, Self, TypeVar
 import anyio
 import httpx
 
-from dsh.core import (
-    AbortSignal,
-    ModelDone,
-    ModelError,
-    ModelRequest,
-    ModelStreamEvent,
-    Usage,
-    redact_urls,
-)
+from dsh.core import AbortSignal, ModelRequest, Usage
+from dsh.core.models import ModelDone, ModelError, ModelStreamEvent
+from dsh.core.tracing import redact_urls
 from dsh.llm_openai._config import OpenAIOptions
 from dsh.llm_openai._messages import chat_messages, tool_definitions
 from dsh.llm_openai._pricing import priced, ready, warm

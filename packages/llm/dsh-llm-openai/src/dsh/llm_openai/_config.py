@@ -20,7 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dsh.core import redact_urls, validation_problems
+from dsh.core.plugins import validation_problems
+from dsh.core.tracing import redact_urls
 
 __all__ = [
     "DEFAULT_BASE_URL",

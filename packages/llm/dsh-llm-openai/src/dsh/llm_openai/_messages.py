@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh.core import Event, ToolSpec
+from dsh.core.models import ToolSpec
+from dsh.core.sessions import Event
 
 __all__ = ["INTERRUPTED_RESULT", "chat_messages", "plain", "tool_definitions"]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dsh.core import EffectScope, ModelConfig, Plugin
+from dsh.core import EffectScope, Plugin
+from dsh.core.models import ModelConfig
 from dsh.llm_openai._adapter import OpenAIChatAdapter, SharedClient
 from dsh.llm_openai._config import Config, resolve_options
 

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsh.core import ModelDone, ModelError, ModelStopReason, TextDelta, ToolCall, Usage
+from dsh.core import Usage
+from dsh.core.models import ModelDone, ModelError, ModelStopReason, TextDelta, ToolCall
 
 __all__ = ["STOP_REASONS", "ChunkAssembler", "SSELines", "error_detail"]
 

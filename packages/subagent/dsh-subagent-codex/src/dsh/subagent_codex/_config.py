@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from dsh.core import SandboxPolicy
+from dsh.core.permissions import SandboxPolicy
 from dsh.subprocess import PoolConfig, SubprocessConfig
 
 __all__ = [

@@ -20,16 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dsh.core import (
-    Agent,
-    BoundModel,
-    Event,
-    PromptSections,
-    SandboxError,
-    ToolError,
-    ToolView,
-    text_of,
-)
+from dsh.core import Agent, ToolError, text_of
+from dsh.core.agents import PromptSections, ToolView
+from dsh.core.models import BoundModel
+from dsh.core.permissions import SandboxError
+from dsh.core.sessions import Event
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
     InvalidRequest,

@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dsh.core import ModelConfig, SandboxConfig, validation_problems
+from dsh.core.models import ModelConfig
+from dsh.core.permissions import SandboxConfig
+from dsh.core.plugins import validation_problems
 from dsh.subagent import InvalidRequest
 
 __all__ = ["InProcessAgentOptions", "parse_agent_options"]

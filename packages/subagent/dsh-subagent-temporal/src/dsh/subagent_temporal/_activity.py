@@ -30,8 +30,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dsh.core import AbortSignal, Agent, BoundModel, ConfigError, Context, ScriptedAdapter
+from dsh.core import AbortSignal, Agent, ConfigError, Context, ScriptedAdapter
 from dsh.core import ScriptedReply as _Reply
+from dsh.core.models import BoundModel
 from dsh.subagent import (
     ProgressStream,
     SubagentError,

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from dsh.core import Context, Preset, on_stop_signals
+from dsh.core import Context, Preset
+from dsh.core.lifecycle import on_stop_signals
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_temporal._activity import DelegationActivity, WorkerStats
 from dsh.subagent_temporal._config import DEFAULT_TASK_QUEUE

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from dsh.core import new_session_id
+from dsh.core.sessions import new_session_id
 from dsh.subagent._diagnostics import redact_secrets
 from dsh.subagent._errors import StartAborted, SubagentError
 from dsh.subagent._progress import SubagentProgress

@@ -27,17 +27,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from dsh.core import (
-    AbortSignal,
-    Agent,
-    Content,
-    Disposer,
-    Event,
-    SessionError,
-    Tool,
-    ToolError,
-    as_blocks,
-)
+from dsh.core import AbortSignal, Agent, Content, Tool, ToolError
+from dsh.core.lifecycle import Disposer
+from dsh.core.models import as_blocks
+from dsh.core.sessions import Event, SessionError
 from dsh.subagent._activation_lock import ActivationLock
 from dsh.subagent._budget import DescendantsBudget
 from dsh.subagent._continuable_record import (

@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from dsh.core import AbortSignal, Content, Disposer, Event, last_output
+from dsh.core import AbortSignal, Content, last_output
+from dsh.core.lifecycle import Disposer
+from dsh.core.sessions import Event
 from dsh.subagent._diagnostics import cap_diagnostic
 from dsh.subagent._types import SubagentStartRequest, ToolFilter
 

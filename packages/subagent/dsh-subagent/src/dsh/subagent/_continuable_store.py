@@ -11,7 +11,7 @@ import builtins
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from dsh.core import Event, SessionError
+from dsh.core.sessions import Event, SessionError
 from dsh.subagent._activation_lock import ActivationLock
 from dsh.subagent._continuable_record import CHILD_EVENT, SPEC_EVENT, ContinuableChild, find_spec
 from dsh.subagent._errors import DuplicateChild, NotResumable, SubagentError

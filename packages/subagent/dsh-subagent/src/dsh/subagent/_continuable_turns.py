@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from dsh.core import AbortSignal, Content, Event, as_blocks, last_output, text_of
+from dsh.core import AbortSignal, Content, last_output, text_of
+from dsh.core.models import as_blocks
+from dsh.core.sessions import Event
 from dsh.subagent._continuable_record import ContinuableChild, diagnostic_for, status_for
 from dsh.subagent._relay import turn_usage
 

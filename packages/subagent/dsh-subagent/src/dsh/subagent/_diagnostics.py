@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dsh.core import redact_urls
+from dsh.core.tracing import redact_urls
 
 __all__ = [
     "DIAGNOSTIC_LIMIT",
@@ -39,7 +39,7 @@ def cap_diagnostic(text: str | None) -> str | None:
 
     A cut text ends with :data:`TRUNCATION_SUFFIX`; the total stays within the limit.
     Lone surrogates become U+FFFD; credentials in URLs become ``***``
-    (:func:`dsh.core.redact_urls`).
+    (:func:`dsh.core.tracing.redact_urls`).
     """
     if text is None:
         return None

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 from dsh.subagent._progress import SubagentProgress, SubagentUsage
 
 if TYPE_CHECKING:
-    from dsh.core import Agent, BusEvent, Context, Disposer, Event
+    from dsh.core import Agent, BusEvent, Context
+    from dsh.core.lifecycle import Disposer
+    from dsh.core.sessions import Event
 
 __all__ = ["DelegationRelay", "RelayWatch", "turn_usage"]
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from dsh.core import Context, Disposer
+from dsh.core import Context
+from dsh.core.lifecycle import Disposer
 from dsh.subagent._admission import Admission, Gate, QueuedHandle, has_room
 from dsh.subagent._budget import DESCENDANTS_META, DescendantsBudget
 from dsh.subagent._continuable import ContinuableChildren

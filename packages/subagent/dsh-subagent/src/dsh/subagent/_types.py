@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from dsh.core import AbortSignal, Content, as_blocks, text_of
+from dsh.core import AbortSignal, Content, text_of
+from dsh.core.models import as_blocks
 from dsh.subagent._diagnostics import cap_diagnostic
 from dsh.subagent._progress import SubagentUsage
 

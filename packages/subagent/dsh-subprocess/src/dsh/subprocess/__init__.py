@@ -13,7 +13,7 @@ starts processes:
 * :func:`scrubbed_env` — an allow-listed environment (:data:`EnvVariables` and
   :data:`EnvNames` check a config's ``env`` and ``passthrough_env``); :func:`provider_env` — the
   environment a provider's processes share (what a pooled process runs with).
-* :class:`Sandbox` — a :class:`~dsh.core.SandboxPolicy` applied to one process with
+* :class:`Sandbox` — a :class:`~dsh.core.permissions.SandboxPolicy` applied to one process with
   bubblewrap (read-only root, writable workspace, protected ``.git``/``.dsh``/presets,
   own PID namespace, network off unless allowed); ``ChildProcess.start(sandbox=...)``;
   :func:`provider_sandbox` — the one a provider's child runs in.

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from pydantic import Field, field_validator
 
-from dsh.core import SandboxConfig, SandboxPolicy
+from dsh.core.permissions import SandboxConfig, SandboxPolicy
 from dsh.subagent.kit import RemoteTimeouts
 from dsh.subprocess._env import EnvNames, EnvVariables
 
@@ -76,7 +76,7 @@ class SubprocessConfig(RemoteTimeouts):
     ) -> SandboxPolicy:
         """``ceiling`` (the delegating agent's policy, or the context's) narrowed by
         :attr:`sandbox`. ``strict`` (at load, against the context's): a row that asks
-        for more raises :class:`~dsh.core.SandboxError` naming ``what``."""
+        for more raises :class:`~dsh.core.permissions.SandboxError` naming ``what``."""
         return ceiling.narrowed(self.sandbox, strict=strict, what=what)
 
     def writable_state(self, env: Mapping[str, str]) -> list[str]:

@@ -2,7 +2,7 @@
 child that is a local process.
 
 The child runs in the delegating agent's sandbox (:func:`provider_sandbox`): the
-agent's :class:`~dsh.core.SandboxPolicy` narrowed by the row's ``sandbox``, with the
+agent's :class:`~dsh.core.permissions.SandboxPolicy` narrowed by the row's ``sandbox``, with the
 network kept (the child must reach its model) and the product's state directories
 writable. A dsh child gets the policy in ``DSH_SANDBOX`` and applies it to its own
 tools; a provider whose product has a sandbox of its own maps the policy onto it.
@@ -14,7 +14,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dsh.core import TRACING_SWITCH_ENV, SandboxPolicy
+from dsh.core.permissions import SandboxPolicy
+from dsh.core.tracing import TRACING_SWITCH_ENV
 from dsh.subagent import StartFailed, SubagentStartRequest
 from dsh.subagent.kit import Lineage, RemoteRun
 from dsh.subprocess._config import SubprocessConfig

@@ -1,6 +1,6 @@
 """The OS sandbox: a process and everything it starts, confined by bubblewrap.
 
-:class:`Sandbox` turns a :class:`~dsh.core.SandboxPolicy` into a ``bwrap`` command
+:class:`Sandbox` turns a :class:`~dsh.core.permissions.SandboxPolicy` into a ``bwrap`` command
 line around an argv. :meth:`ChildProcess.start(..., sandbox=...)
 <dsh.subprocess.ChildProcess.start>` applies it, so every process a tool starts
 (shell commands, stdio MCP servers) and every agent process a provider starts runs
@@ -34,7 +34,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dsh.core import PROTECTED_NAMES, SANDBOX_ENV, SandboxPolicy
+from dsh.core.permissions import PROTECTED_NAMES, SANDBOX_ENV, SandboxPolicy
 from dsh.subprocess._errors import ProcessStartError
 
 __all__ = ["Sandbox", "SandboxUnavailableError", "check_command", "check_sandbox"]
@@ -68,7 +68,7 @@ class Sandbox:
 
     def env(self, cwd: str) -> dict[str, str]:
         """Variables for the sandboxed process: the policy for dsh processes inside
-        (:data:`~dsh.core.SANDBOX_ENV`), which their own presets can only narrow, and a
+        (:data:`~dsh.core.permissions.SANDBOX_ENV`), which their own presets can only narrow, and a
         private ``TMPDIR``."""
         return {SANDBOX_ENV: self.policy.pinned(cwd).to_json(), "TMPDIR": PRIVATE_TMP}
 

@@ -14,7 +14,8 @@ on every path.
 
 from __future__ import annotations
 
-from dsh.core import AbortSignal, JobError, JobOutcome, ToolContext, ToolResult, text_of
+from dsh.core import AbortSignal, ToolContext, ToolResult, text_of
+from dsh.core.jobs import JobError, JobOutcome
 from dsh.subagent import SubagentError, SubagentResult, SubagentRun, SubagentRuntime
 from dsh.tool_subagent._config import SubagentToolConfig
 from dsh.tool_subagent._outcome import collect, tool_result_for

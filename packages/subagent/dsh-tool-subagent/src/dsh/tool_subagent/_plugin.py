@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import weakref
 
-from dsh.core import BusEvent, Context, Disposer, DshError, EffectScope, Plugin
+from dsh.core import BusEvent, Context, DshError, EffectScope, Plugin
+from dsh.core.lifecycle import Disposer
 from dsh.subagent import (
     SubagentProvider,
     SubagentRuntime,

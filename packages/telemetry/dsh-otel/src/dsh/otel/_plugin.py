@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from dsh.core import Context, EffectScope, Plugin, install_tracing, tracing_switched_on
+from dsh.core import Context, EffectScope, Plugin
+from dsh.core.tracing import install_tracing, tracing_switched_on
 from dsh.otel._tracing import DEFAULT_AGENT_NAME, OtelTracing
 
 __all__ = ["OtelConfig", "plugin"]

@@ -19,7 +19,7 @@ the child's turn may run in any task; any other agent's under its turn span, whi
 is current in the task running the turn.
 
 Text that comes from errors (status descriptions, captured tool arguments) goes
-through :func:`dsh.core.redact_urls`: no span carries a credential in a URL.
+through :func:`dsh.core.tracing.redact_urls`: no span carries a credential in a URL.
 """
 
 from __future__ import annotations
@@ -36,20 +36,10 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from dsh.core import (
-    Agent,
-    BusEvent,
-    Context,
-    Disposer,
-    ModelDone,
-    ModelRequest,
-    ToolCall,
-    ToolResult,
-    TracedCall,
-    Tracing,
-    TurnOutcome,
-    redact_urls,
-)
+from dsh.core import Agent, BusEvent, Context, ModelRequest, ToolResult, TurnOutcome
+from dsh.core.lifecycle import Disposer
+from dsh.core.models import ModelDone, ToolCall
+from dsh.core.tracing import TracedCall, Tracing, redact_urls
 
 __all__ = ["INSTRUMENTATION_NAME", "W3C_KEYS", "OtelTracing"]
 

@@ -15,13 +15,13 @@ from dsh.core import (
     BusEvent,
     Context,
     EffectScope,
-    ModelConfig,
     Plugin,
     ScriptedAdapter,
     ScriptedReply,
     Tool,
     ToolContext,
 )
+from dsh.core.models import ModelConfig
 
 __all__ = ["ExampleConfig", "ExampleService", "plugin"]
 

@@ -9,15 +9,15 @@ from pydantic import BaseModel, ConfigDict
 from dsh.core import (
     Context,
     EffectScope,
-    Event,
-    ModelConfig,
     ModelRequest,
-    NoConfig,
     Plugin,
     ScriptedAdapter,
     ScriptedReply,
     text_of,
 )
+from dsh.core.models import ModelConfig
+from dsh.core.plugins import NoConfig
+from dsh.core.sessions import Event
 
 __all__ = ["KeyedModelOptions", "KeyedRule", "keyed_factory", "plugin"]
 

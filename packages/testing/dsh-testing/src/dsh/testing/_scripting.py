@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from dsh.core import (
-    BoundModel,
-    ModelRequest,
-    ScriptedAdapter,
-    ScriptedReply,
-    ScriptedToolCall,
-    text_of,
-)
+from dsh.core import ModelRequest, ScriptedAdapter, ScriptedReply, ScriptedToolCall, text_of
+from dsh.core.models import BoundModel
 
 __all__ = ["call", "last_user_text", "model", "prompt_behaviour_model", "steps_in_turn"]
 

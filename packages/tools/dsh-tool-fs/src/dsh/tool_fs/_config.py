@@ -7,7 +7,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dsh.core import SandboxConfig
+from dsh.core.permissions import SandboxConfig
 
 __all__ = ["DEFAULT_SKIP_DIRS", "TOOL_NAMES", "FsConfig", "FsToolName"]
 

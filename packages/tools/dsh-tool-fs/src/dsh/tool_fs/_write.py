@@ -1,7 +1,7 @@
 """``write_file`` and ``edit_file``: guarded, and written through a rename.
 
 Before anything is written the target is checked against the agent's sandbox policy
-(:meth:`dsh.core.SandboxPolicy.write_refusal`: read-only mode, outside the writable
+(:meth:`dsh.core.permissions.SandboxPolicy.write_refusal`: read-only mode, outside the writable
 directories, ``.git``/``.dsh``, the preset files the context loaded), unless the row's
 ``allow_write`` lists it. The new content goes to a temporary file in the same
 directory, which then replaces the target with :func:`os.replace`: the target is never
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from dsh.core import SandboxPolicy
+from dsh.core.permissions import SandboxPolicy
 from dsh.tool_fs._files import open_regular, quote, refuse_kind
 from dsh.tool_fs._paths import FsError, Root
 

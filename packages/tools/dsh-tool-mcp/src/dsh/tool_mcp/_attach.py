@@ -8,7 +8,9 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from dsh.core import Agent, Disposer, ToolError, validation_problems
+from dsh.core import Agent, ToolError
+from dsh.core.lifecycle import Disposer
+from dsh.core.plugins import validation_problems
 from dsh.tool_mcp._config import McpServerConfig, check_unique_names
 from dsh.tool_mcp._connection import McpServers
 from dsh.tool_mcp._errors import McpConfigError
@@ -18,7 +20,7 @@ __all__ = ["AttachedServers", "attach_servers"]
 
 class AttachedServers:
     """MCP servers attached to one agent. Awaiting the object's call (it is an
-    :data:`~dsh.core.AsyncDisposer`) or :meth:`aclose` detaches the tools and stops
+    :data:`~dsh.core.lifecycle.AsyncDisposer`) or :meth:`aclose` detaches the tools and stops
     the servers; idempotent. The agent closing does it too."""
 
     def __init__(self, agent: Agent, servers: McpServers, tool_names: list[str]) -> None:

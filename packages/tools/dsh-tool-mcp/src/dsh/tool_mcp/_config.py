@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dsh.core import PermissionPolicy, SandboxConfig, validation_problems
+from dsh.core.permissions import PermissionPolicy, SandboxConfig
+from dsh.core.plugins import validation_problems
 from dsh.subprocess import EnvVariables
 from dsh.tool_mcp._errors import McpConfigError
 from dsh.tool_mcp._transports import DEFAULT_MAX_MESSAGE_BYTES

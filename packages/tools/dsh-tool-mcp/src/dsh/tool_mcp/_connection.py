@@ -25,7 +25,7 @@ import mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from dsh.core import SandboxError, SandboxPolicy
+from dsh.core.permissions import SandboxError, SandboxPolicy
 from dsh.subprocess import ProcessStartError, RunTag, Sandbox, scrubbed_env
 from dsh.tool_mcp._config import McpServerConfig
 from dsh.tool_mcp._errors import McpConfigError, McpError

@@ -6,7 +6,7 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from dsh.core import SandboxConfig
+from dsh.core.permissions import SandboxConfig
 from dsh.subprocess import EnvNames, EnvVariables
 
 __all__ = ["ShellConfig"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dsh.core import Agent, BoundModel, ModelRequest, ScriptedAdapter, ScriptedReply
+from dsh.core import Agent, ModelRequest, ScriptedAdapter, ScriptedReply
+from dsh.core.models import BoundModel
 from dsh.testing.scripting import call
 
 __all__ = [

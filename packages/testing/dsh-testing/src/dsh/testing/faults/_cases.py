@@ -18,7 +18,6 @@ from pydantic import BaseModel
 from dsh.core import (
     AbortSignal,
     Agent,
-    BoundModel,
     Context,
     ModelRequest,
     ScriptedReply,
@@ -26,6 +25,7 @@ from dsh.core import (
     Tool,
     ToolContext,
 )
+from dsh.core.models import BoundModel
 from dsh.subagent import (
     SubagentRun,
     SubagentRuntime,

@@ -10,8 +10,9 @@ and in Markdown (code samples and prose) alike:
   starts its line): the names that stayed keep ``from dsh.core import``, each moved
   name goes to ``from dsh.core.<topic> import``, one statement per module, in module
   order, ``as`` aliases kept;
-* dotted references ``dsh.core.Name`` (docstring roles such as
-  ``:class:`~dsh.core.SandboxPolicy```, Markdown text) become ``dsh.core.<topic>.Name``.
+* references ``dsh.core.Name`` (docstring roles such as ``:class:`~dsh.core.SandboxPolicy```,
+  Markdown text) become ``dsh.core.<topic>.Name``, and ``dsh.core:Name`` (entry points,
+  the docs' config-table markers) becomes ``dsh.core.<topic>:Name``.
 
 Run ``ruff check --fix --select I`` and ``ruff format`` afterwards: they merge a
 rewritten statement with an existing import of the same module and sort the block.
@@ -55,7 +56,9 @@ STATEMENT = re.compile(
     r"(?:\((?P<block>[^)]*)\)|(?P<line>[^\n(#]*?))(?P<comment>[ \t]*#[^\n]*)?$",
     re.MULTILINE,
 )
-REFERENCE = re.compile(r"\bdsh\.core\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)\b")
+# `dsh.core.Name`, and `dsh.core:Name` (the module:attribute form of entry points and
+# of the docs' config-table markers).
+REFERENCE = re.compile(r"\bdsh\.core(?P<sep>[.:])(?P<name>[A-Za-z_][A-Za-z0-9_]*)\b")
 
 
 def moved_names() -> dict[str, str]:
@@ -109,7 +112,7 @@ def rewrite(text: str, moved: dict[str, str]) -> str:
 
     def reference(match: re.Match[str]) -> str:
         name = match["name"]
-        return f"{moved[name]}.{name}" if name in moved else match[0]
+        return f"{moved[name]}{match['sep']}{name}" if name in moved else match[0]
 
     return REFERENCE.sub(reference, STATEMENT.sub(statement, text))
 

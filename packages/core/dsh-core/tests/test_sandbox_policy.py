@@ -139,11 +139,11 @@ def test_the_docs_table_is_generated_from_the_model() -> None:
     sys.modules[spec.name] = tables  # dataclasses look their module up
     try:
         spec.loader.exec_module(tables)
-        generated = tables.table(tables.Spec("dsh.core:SandboxConfig"))
+        generated = tables.table(tables.Spec("dsh.core.permissions:SandboxConfig"))
     finally:
         del sys.modules[spec.name]
     text = DOCS.read_text(encoding="utf-8")
-    begin = "<!-- config-table: dsh.core:SandboxConfig -->\n"
+    begin = "<!-- config-table: dsh.core.permissions:SandboxConfig -->\n"
     start = text.index(begin) + len(begin)
     table = text[start : text.index("<!-- /config-table -->", start)]
     assert table.rstrip("\n").split("\n") == generated

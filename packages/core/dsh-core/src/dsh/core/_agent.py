@@ -127,13 +127,15 @@ class AgentCore(TurnLoop):
         self.sandbox = sandbox if sandbox is not None else ctx.sandbox
         """How far this agent's tool processes reach: its parent's policy, narrowed."""
         self.session = session
+        self.id = session.header.id  # (the session never changes, nor its id)
         self.model = model
         self.prompt = prompt
         self.tools = tools
         self.parent_id = parent_id
         self.label = label
         self.max_steps = max_steps
-        self.turns = _turns_so_far(session.events)
+        events = session.events
+        self.turns = _turns_so_far(events) if events else 0
         self._queue: deque[tuple[list[dict[str, Any]], dict[str, Any] | None]] | None = None
         self._steer: list[tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
         self._observers: tuple[AgentObserver, ...] = ()

@@ -27,10 +27,13 @@ def as_blocks(content: Content) -> list[dict[str, Any]]:
     """
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    if type(content) is list and all(
-        type(b) is dict and type(b.get("type")) is str for b in content
-    ):
-        return [b.copy() for b in content]  # the common, already-normalised case
+    if type(content) is list:  # the common, already-normalised case: copy the blocks
+        # (a loop, not all() over a generator: this runs for every prompt of every child)
+        for b in content:
+            if type(b) is not dict or type(b.get("type")) is not str:
+                break
+        else:
+            return [b.copy() for b in content]
     blocks: list[dict[str, Any]] = []
     for index, block in enumerate(content):
         if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):

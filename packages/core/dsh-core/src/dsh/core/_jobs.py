@@ -232,7 +232,10 @@ class JobRegistry:
 
     def has_running(self, owner_id: str) -> bool:
         """True if ``owner_id`` has a job that has not settled."""
-        return any(j.owner_id == owner_id and not j.settled for j in self._jobs.values())
+        jobs = self._jobs
+        if not jobs:  # (no job ever: every agent's close asks, a child's on the hot path)
+            return False
+        return any(j.owner_id == owner_id and not j.settled for j in jobs.values())
 
     async def kill_owned(self, owner_id: str, reason: str = "owner closed") -> None:
         """Kill every running job of ``owner_id`` and wait until they have ended."""

@@ -146,7 +146,7 @@ class SandboxPolicy:
         ``strict``: a ``config`` that asks for a wider mode or for the network this policy
         does not have raises :class:`SandboxError` naming ``what``; otherwise it is
         clamped to this policy."""
-        extra = tuple(_real(p) for p in protected)
+        extra = tuple(_real(p) for p in protected) if protected else ()
         if config is None:
             return replace(self, protected=_unique((*self.protected, *extra))) if extra else self
         mode: SandboxMode | None = config.mode

@@ -200,7 +200,7 @@ class Session:
     counts it, and the next append (or :meth:`flush`) writes it first.
     """
 
-    __slots__ = ("_events", "_last_turn_end", "_saved", "_writer", "header")
+    __slots__ = ("_events", "_last_turn_end", "_length", "_saved", "_writer", "header")
 
     def __init__(
         self,
@@ -210,11 +210,15 @@ class Session:
         writer: JsonlWriter | None = None,
     ) -> None:
         self.header = header
-        self._events: list[Event] | SeededLog = SeededLog(seed) if seed else []
         self._writer = writer
-        self._saved = len(seed)  # events[:_saved] are in the file
         self._last_turn_end = -1
-        for index in range(len(seed) - 1, -1, -1):  # O(1) for a completed-turn prefix
+        if not seed:  # (a new session: no len() calls for an empty seed)
+            self._events: list[Event] | SeededLog = []
+            self._length = self._saved = 0
+            return
+        self._events = SeededLog(seed)
+        self._length = self._saved = len(seed)  # events[:_saved] are in the file
+        for index in range(self._length - 1, -1, -1):  # O(1) for a completed-turn prefix
             if seed[index].type == "turn/end":
                 self._last_turn_end = index
                 break
@@ -249,17 +253,19 @@ class Session:
         was, and the event (in the log all the same) is written by the next append
         or :meth:`flush`.
         """
-        event = Event(len(self._events), type, data, time.time())
+        seq = self._length  # (kept, not len() per append)
+        event = Event(seq, type, data, time.time())
         self._events.append(event)
+        self._length = seq + 1
         if type == "turn/end":
-            self._last_turn_end = event.seq
+            self._last_turn_end = seq
         writer = self._writer
         if writer is not None:
-            if self._saved == event.seq:
+            if self._saved == seq:
                 writer.write(event.to_json())
             else:
                 writer.write_many([e.to_json() for e in self._events[self._saved :]])
-            self._saved = len(self._events)
+            self._saved = seq + 1
         return event
 
     def flush(self) -> None:

@@ -260,7 +260,7 @@ class ToolRegistry:
 class ToolView:
     """A filtered, live view of a :class:`ToolRegistry`."""
 
-    __slots__ = ("_allow", "_cache", "_cache_version", "_deny", "registry")
+    __slots__ = ("_allow", "_cache", "_cache_version", "_deny", "_governed", "registry")
 
     def __init__(
         self, registry: ToolRegistry, allow: frozenset[str] | None, deny: frozenset[str]
@@ -269,6 +269,8 @@ class ToolView:
         self._allow = allow
         self._deny = deny
         self._cache: tuple[ToolSpec, ...] = ()
+        self._governed: tuple[Tool, ...] = ()
+        """The admitted tools that have a permission policy (cached with the specs)."""
         self._cache_version = -1
 
     @property
@@ -314,11 +316,14 @@ class ToolView:
     def specs(self) -> tuple[ToolSpec, ...]:
         """Specs of the admitted tools (cached until the registry changes)."""
         if self._cache_version != self.registry.version:
-            self._cache = tuple(
-                t.spec for t in self.registry._tools.values() if self.admits(t.name)
-            )
-            self._cache_version = self.registry.version
+            self._refresh()
         return self._cache
+
+    def _refresh(self) -> None:
+        admitted = [t for t in self.registry._tools.values() if self.admits(t.name)]
+        self._cache = tuple(t.spec for t in admitted)
+        self._governed = tuple(t for t in admitted if t.permission is not None)
+        self._cache_version = self.registry.version
 
 
 class AgentTools:
@@ -336,7 +341,8 @@ class AgentTools:
         self._scoped: dict[str, Tool] | None = None
         self._specs: tuple[ToolSpec, ...] = ()
         self._governed: tuple[Tool, ...] = ()
-        self._specs_key: tuple[int, int] = (-1, -1)
+        self._specs_key = -1
+        """The registry version the cached specs are of (-1: stale)."""
 
     def add(self, tool: Tool) -> Disposer:
         """Give this agent a tool of its own; a clash with a visible tool raises."""
@@ -345,12 +351,12 @@ class AgentTools:
         if tool.name in self._scoped or self.view.get(tool.name) is not None:
             raise ToolError(f'a tool named "{tool.name}" is already visible to this agent')
         self._scoped[tool.name] = tool
-        self._specs_key = (-1, -1)
+        self._specs_key = -1
 
         def remove() -> None:
             if self._scoped is not None and self._scoped.get(tool.name) is tool:
                 del self._scoped[tool.name]
-                self._specs_key = (-1, -1)
+                self._specs_key = -1
 
         return remove
 
@@ -374,9 +380,9 @@ class AgentTools:
         """What the model is shown."""
         if self.refusal is not None:
             return ()
-        key = (self.view.registry.version, len(self._scoped or ()))
-        if key != self._specs_key:
-            self._refresh(key)
+        version = self.view.registry.version  # (scoped changes reset _specs_key themselves)
+        if version != self._specs_key:
+            self._refresh(version)
         return self._specs
 
     def governed(self) -> tuple[Tool, ...]:
@@ -385,9 +391,14 @@ class AgentTools:
         offering ungoverned tools costs no policy look-up."""
         return self._governed if self.specs() else ()  # specs() brings the caches up to date
 
-    def _refresh(self, key: tuple[int, int]) -> None:
-        scoped = tuple(t.spec for t in (self._scoped or {}).values())
-        self._specs = scoped + self.view.specs()
-        found = (self.get(spec.name) for spec in self._specs)
-        self._governed = tuple(t for t in found if t is not None and t.permission is not None)
-        self._specs_key = key
+    def _refresh(self, version: int) -> None:
+        view = self.view
+        if not self._scoped:  # the common case: the view's own caches, shared by its agents
+            self._specs = view.specs()
+            self._governed = view._governed  # (brought up to date by specs())
+        else:
+            scoped = tuple(t.spec for t in self._scoped.values())
+            self._specs = scoped + view.specs()
+            found = (self.get(spec.name) for spec in self._specs)
+            self._governed = tuple(t for t in found if t is not None and t.permission is not None)
+        self._specs_key = version

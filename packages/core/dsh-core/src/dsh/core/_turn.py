@@ -148,6 +148,7 @@ class TurnLoop:
         "_scope",
         "_steer",
         "_turn_signal",
+        "id",
         "max_steps",
         "model",
         "prompt",
@@ -156,6 +157,10 @@ class TurnLoop:
         "turns",
     )
 
+    id: str
+    """The agent id (its session id)."""
+    # (a plain attribute, set once, not a property: the delegation hot path reads it a
+    # dozen times per child)
     session: Session
     model: BoundModel
     prompt: PromptSections
@@ -170,11 +175,6 @@ class TurnLoop:
     _cancel_cause: str | None
     _scope: anyio.CancelScope | None
     _turn_signal: AbortSignal | None
-
-    @property
-    def id(self) -> str:
-        """The agent id (its session id)."""
-        return self.session.header.id
 
     # -- hooks the agent supplies -------------------------------------------------
 
@@ -204,8 +204,14 @@ class TurnLoop:
             if self._observers:
                 self._notify(self._observers, self.session.events[-1])
             raise
-        if self._observers:
-            self._notify(self._observers, event)
+        observers = self._observers
+        if observers:
+            # (_notify inlined: a watched agent, e.g. an in-process child, calls this per event)
+            for observer in observers:
+                try:
+                    observer(event)
+                except Exception:
+                    _log.exception("observer %r of agent %s failed", observer, self.id)
         return event
 
     def _notify(self, observers: tuple[AgentObserver, ...], event: Event) -> None:
@@ -372,7 +378,12 @@ class TurnLoop:
                 self._append(
                     "tool/call", {"id": call.id, "name": call.name, "arguments": call.arguments}
                 )
-            results = await self._run_tools(calls, signal)
+            if len(calls) == 1:
+                # the common case: no grouping, no list of slots, and one coroutine
+                # frame less to resume when the call suspends (a delegation does)
+                results = [await self._run_tool(calls[0], signal)]
+            else:
+                results = await self._run_tools(calls, signal)
             for call, result in zip(calls, results, strict=True):
                 data: dict[str, Any] = {
                     "call_id": call.id,
@@ -387,8 +398,7 @@ class TurnLoop:
                 raise TurnBlocked(self._blocked)
 
     async def _run_tools(self, calls: list[ToolCall], signal: AbortSignal) -> list[ToolResult]:
-        if len(calls) == 1:  # the common case: no grouping, no list of slots
-            return [await self._run_tool(calls[0], signal)]
+        """Several calls of one step: each run of concurrency-safe tools together."""
         results: list[ToolResult | None] = [None] * len(calls)
         tools = self.tools
         index = 0

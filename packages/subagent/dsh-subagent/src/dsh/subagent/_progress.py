@@ -42,7 +42,15 @@ PROGRESS_KINDS: frozenset[str] = frozenset(
 )
 ToolStatus = Literal["running", "completed", "failed"]
 
-_USAGE_INTS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+_USAGE_INDEX = {
+    "input_tokens": 0,
+    "output_tokens": 1,
+    "cached_input_tokens": 2,
+    "reasoning_tokens": 3,
+    "cost_usd": 4,
+}
+"""Position of each field :meth:`SubagentUsage.from_json` reads (``incomplete`` aside)."""
+_COST = _USAGE_INDEX["cost_usd"]
 _NUMBER = (int, float)
 
 
@@ -73,31 +81,28 @@ class SubagentUsage(Mapping[str, Any]):
         and ill-typed values make the usage incomplete instead of failing."""
         if not data:
             return _UNKNOWN
-        get = data.get
-        incomplete = bool(get("incomplete", False))
-        # (one pass over the known keys, positional construction: this runs once per
-        # model call of every child, on the delegation hot path)
+        # (one pass over the mapping's own items, no look-up call per known key, and
+        # positional construction: this runs once per model call of every child, on
+        # the delegation hot path)
         values: list[Any] = [0, 0, None, None, None]
+        incomplete = False
         seen = False
-        for index, name in enumerate(_USAGE_INTS):
-            raw = get(name)
+        for name, raw in data.items():
+            if name not in _USAGE_INDEX:
+                if name == "incomplete":
+                    incomplete = incomplete or bool(raw)
+                continue
             if raw is None:
                 continue
-            if type(raw) is int and raw >= 0:
-                values[index] = raw
+            index = _USAGE_INDEX[name]
+            if type(raw) is int and raw >= 0 and index != _COST:
+                values[index] = raw  # the common case: a token count
             elif isinstance(raw, bool) or not isinstance(raw, _NUMBER) or raw < 0:
                 incomplete = True
                 continue
             else:
-                values[index] = int(raw)
+                values[index] = float(raw) if index == _COST else int(raw)
             seen = True
-        cost = get("cost_usd")
-        if cost is not None:
-            if isinstance(cost, bool) or not isinstance(cost, _NUMBER) or cost < 0:
-                incomplete = True
-            else:
-                values[4] = float(cost)
-                seen = True
         if not seen:
             return _UNKNOWN
         return cls(values[0], values[1], values[2], values[3], values[4], incomplete)
@@ -118,8 +123,7 @@ class SubagentUsage(Mapping[str, Any]):
         return self.input_tokens + self.output_tokens
 
     # Mapping view ---------------------------------------------------------------------
-    # (plain loops, no generators: a tool result copies the usage with ``dict(usage)``
-    # once per delegation)
+    # (plain loops, no generators)
 
     def _names(self) -> list[str]:
         return [
@@ -129,10 +133,19 @@ class SubagentUsage(Mapping[str, Any]):
         ]
 
     def to_json(self) -> dict[str, Any]:
-        """The fields that are set, as a JSON object."""
+        """The fields that are set, as a JSON object (the same as ``dict(usage)``)."""
+        # (the field values read directly, not by a getattr per name: a tool result
+        # copies the usage once per delegation)
+        values = (
+            self.input_tokens,
+            self.output_tokens,
+            self.cached_input_tokens,
+            self.reasoning_tokens,
+            self.cost_usd,
+            self.incomplete,
+        )
         out: dict[str, Any] = {}
-        for name in _USAGE_FIELDS:
-            value = getattr(self, name)
+        for name, value in zip(_USAGE_FIELDS, values, strict=True):
             if value is not None and value is not False:  # unset, or not incomplete
                 out[name] = value
         return out

@@ -43,6 +43,8 @@ def effective_max_depth(parent_meta: Mapping[str, Any], requested: int | None) -
     and any limit the parent inherited (``meta["max_depth"]``); None when neither is set.
     A nested chain cannot raise its own cap."""
     inherited = parent_meta.get("max_depth")
+    if inherited is None:  # (a root parent: no isinstance calls)
+        return requested
     if requested is None:
         return inherited if isinstance(inherited, int) else None
     return min(requested, inherited) if isinstance(inherited, int) else requested

@@ -6,6 +6,8 @@ Above both :mod:`._tool` (the arguments and the foreground call) and
 
 from __future__ import annotations
 
+from functools import partial
+
 from dsh.core import Tool, ToolContext, ToolResult
 from dsh.subagent import SubagentProvider, SubagentRuntime
 from dsh.tool_subagent._config import SubagentToolConfig
@@ -39,7 +41,6 @@ def build_tool(
             config.tool_name, describe_tool(config, provider), arguments, run_with_background
         )
 
-    async def run(args: DelegateArgs, tctx: ToolContext) -> ToolResult:
-        return await run_foreground(runtime, config, args, tctx)
-
+    # (a partial, not a wrapping coroutine: one frame less on every delegation)
+    run = partial(run_foreground, runtime, config)
     return Tool.from_model(config.tool_name, describe_tool(config, provider), DelegateArgs, run)

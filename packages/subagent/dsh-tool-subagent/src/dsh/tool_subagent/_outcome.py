@@ -72,7 +72,8 @@ def tool_result_for(
     if result is not None:
         data["stop_reason"] = result.stop_reason
         if result.usage is not None:
-            data["usage"] = dict(result.usage)
+            # (what dict(usage) gives, without the Mapping protocol's dozen calls)
+            data["usage"] = result.usage.to_json()
         if result.structured is not None:
             data["structured"] = result.structured
     if result_error is not None or result is None:

@@ -2,7 +2,8 @@
 child -> ``dsh acp`` grandchild, each calling a tool, against the fake OpenAI chat
 server) replays with ``dsh run --replay`` with the server stopped and no key set, with
 identical final output; a changed prompt, or a changed file deep in the tree, stops
-with the divergence shown on stderr and exit status 3."""
+with the divergence shown on stderr and exit status 3. The same proxy records and
+replays the real Claude Code CLI."""
 
 from __future__ import annotations
 
@@ -16,9 +17,17 @@ from typing import Any
 
 import pytest
 
-from dsh.tape import read_tape
+from dsh.tape import TapeProxy, read_tape
 from dsh.testing.conformance import assert_no_new_processes
-from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer, RecordedRequest
+from dsh.testing.model_servers import (
+    AnthropicMessagesServer,
+    ChatReply,
+    ChatToolCall,
+    MessagesReply,
+    OpenAIChatServer,
+    RecordedRequest,
+    claude_code_env,
+)
 from dsh.testing.processes import live_children
 
 pytestmark = pytest.mark.timeout(300)
@@ -177,4 +186,42 @@ def test_a_recorded_tree_replays_offline_and_a_change_is_shown(
     assert "call 1 is not on the tape" in deep.stderr
     assert "charlie" in deep.stderr
     assert "changed" in deep.stderr
+    assert_no_new_processes(before, within=5.0)
+
+
+def test_a_claude_code_run_replays_with_the_server_stopped(tmp_path: Path) -> None:
+    """The same proxy records the real Claude Code CLI (Anthropic Messages, streamed);
+    its per-session ``metadata.user_id`` is a volatile field, so a second process
+    replays from the tape with the fake server closed."""
+    import claude_agent_sdk
+
+    claude = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    tape, root = tmp_path / "tape", tmp_path / "cc"
+    root.mkdir()
+
+    def claude_p(proxy: TapeProxy) -> subprocess.CompletedProcess[str]:
+        env = {**clean_env(), **claude_code_env(proxy.base_url("anthropic"), root)}
+        return subprocess.run(
+            [str(claude), "-p", "say hi"],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
+    before = live_children()
+    with AnthropicMessagesServer(default=MessagesReply(text="hello from the tape")) as server:
+        with TapeProxy(tape, "record", {"anthropic": server.api_base}) as proxy:
+            recorded = claude_p(proxy)
+        calls = len(server.requests)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == "hello from the tape\n"
+    with TapeProxy(tape, "replay") as proxy:
+        replayed = claude_p(proxy)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert proxy.divergence is None
+    assert (proxy.replayed, proxy.remaining) == (calls, 0)
     assert_no_new_processes(before, within=5.0)

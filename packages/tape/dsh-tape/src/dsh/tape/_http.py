@@ -13,7 +13,15 @@ from typing import Any
 
 from dsh.tape._format import TapeError
 
-__all__ = ["BadRequest", "Request", "read_request", "write_chunk", "write_head", "write_whole"]
+__all__ = [
+    "BadRequest",
+    "Request",
+    "error_body",
+    "head_bytes",
+    "read_request",
+    "write_chunk",
+    "write_whole",
+]
 
 HEAD_LIMIT = 64 * 1024
 """The largest request head accepted (the stream reader's limit)."""
@@ -98,29 +106,28 @@ def _reason(status: int) -> str:
         return "Unknown"
 
 
-async def write_head(
-    writer: asyncio.StreamWriter,
+def head_bytes(
     status: int,
     headers: Sequence[tuple[str, str]],
     *,
     keep_alive: bool,
     length: int | None = None,
-) -> None:
-    """Send the status line and headers: a ``content-length`` when ``length`` is
-    given, else a chunked body follows (:func:`write_chunk`)."""
+) -> bytes:
+    """The status line and headers: a ``content-length`` when ``length`` is given, else
+    a chunked body follows (:func:`write_chunk`)."""
     lines = [f"HTTP/1.1 {status} {_reason(status)}", *(f"{k}: {v}" for k, v in headers)]
     lines.append("connection: keep-alive" if keep_alive else "connection: close")
     if length is None:
         lines.append("transfer-encoding: chunked")
     else:
         lines.append(f"content-length: {length}")
-    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    await writer.drain()
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-async def write_chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
-    """Send ``data`` as one chunk at once (the empty chunk ends the body)."""
-    writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+async def write_chunk(writer: asyncio.StreamWriter, data: bytes, *, prefix: bytes = b"") -> None:
+    """Send ``data`` as one chunk at once (the empty chunk ends the body), after
+    ``prefix`` (the head, with the first chunk: one send instead of two)."""
+    writer.write(prefix + f"{len(data):x}\r\n".encode() + data + b"\r\n")
     await writer.drain()
 
 
@@ -132,11 +139,11 @@ async def write_whole(
     *,
     keep_alive: bool,
 ) -> None:
-    """Send a complete response with a ``content-length``."""
-    await write_head(
-        writer, status, [("content-type", content_type)], keep_alive=keep_alive, length=len(body)
+    """Send a complete response with a ``content-length`` (one send)."""
+    head = head_bytes(
+        status, [("content-type", content_type)], keep_alive=keep_alive, length=len(body)
     )
-    writer.write(body)
+    writer.write(head + body)
     await writer.drain()
 
 

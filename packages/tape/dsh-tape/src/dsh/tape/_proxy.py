@@ -38,9 +38,9 @@ from dsh.tape._http import (
     BadRequest,
     Request,
     error_body,
+    head_bytes,
     read_request,
     write_chunk,
-    write_head,
     write_whole,
 )
 
@@ -248,7 +248,7 @@ class TapeProxy:
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
         timeout = httpx.Timeout(self._timeout, connect=30.0)
-        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+        async with httpx.AsyncClient(timeout=timeout) as client:  # HTTPS_PROXY as the client would
             self._http = client
             server = await asyncio.start_server(
                 self._on_connection, self._host, 0, limit=HEAD_LIMIT
@@ -362,12 +362,13 @@ class TapeProxy:
             content_type = response.headers.get("content-type", "")
             back = [("content-type", content_type)] if content_type else []
             back += [(k, response.headers[k]) for k in _PASS_BACK if k in response.headers]
-            await write_head(writer, response.status_code, back, keep_alive=keep)
+            head = head_bytes(response.status_code, back, keep_alive=keep)
             async for chunk in response.aiter_bytes():
                 if chunk:
                     body += chunk
-                    await write_chunk(writer, chunk)
-            await write_chunk(writer, b"")
+                    await write_chunk(writer, chunk, prefix=head)
+                    head = b""
+            await write_chunk(writer, b"", prefix=head)
         except httpx.HTTPError:
             writer.transport.abort()  # the client sees the upstream's break as its own
             raise ConnectionResetError("the upstream broke mid-response") from None

@@ -3,7 +3,7 @@ child -> ``dsh acp`` grandchild, each calling a tool, against the fake OpenAI ch
 server) replays with ``dsh run --replay`` with the server stopped and no key set, with
 identical final output; a changed prompt, or a changed file deep in the tree, stops
 with the divergence shown on stderr and exit status 3. The same proxy records and
-replays the real Claude Code CLI."""
+replays the real Claude Code and Codex CLIs."""
 
 from __future__ import annotations
 
@@ -25,13 +25,17 @@ from dsh.testing.model_servers import (
     ChatToolCall,
     MessagesReply,
     OpenAIChatServer,
+    OpenAIResponsesServer,
     RecordedRequest,
+    ResponsesReply,
     claude_code_env,
+    codex_offline_env,
 )
 from dsh.testing.processes import live_children
 
 pytestmark = pytest.mark.timeout(300)
 
+REPO = Path(__file__).resolve().parents[1]
 KEY = "sk-tape-test-key-0123456789abcdef"
 TASK = "LEADTASK: read a.txt, then ask a helper about b.txt"
 
@@ -220,6 +224,55 @@ def test_a_claude_code_run_replays_with_the_server_stopped(tmp_path: Path) -> No
     assert recorded.stdout == "hello from the tape\n"
     with TapeProxy(tape, "replay") as proxy:
         replayed = claude_p(proxy)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert proxy.divergence is None
+    assert (proxy.replayed, proxy.remaining) == (calls, 0)
+    assert_no_new_processes(before, within=5.0)
+
+
+def _codex() -> str:
+    """The pinned codex (tools/install-codex.sh, or DSH_CODEX_BIN); as the codex
+    provider's tests find it: a failure in CI, a skip elsewhere."""
+    path = Path(os.environ.get("DSH_CODEX_BIN") or REPO / ".tools" / "codex" / "bin" / "codex")
+    if os.access(path, os.X_OK):
+        return str(path)
+    message = f"codex not found at {path}: run tools/install-codex.sh or set DSH_CODEX_BIN"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def test_a_codex_run_replays_with_the_server_stopped(tmp_path: Path) -> None:
+    """The real Codex CLI (OpenAI Responses, streamed) through the same proxy: two runs
+    of one task differ only in the volatile fields (``prompt_cache_key``,
+    ``client_metadata``, input item ids), so a later run replays from the tape."""
+    codex = _codex()
+    tape, root = tmp_path / "tape", tmp_path / "codex"
+    work = root / "work"
+    work.mkdir(parents=True)
+
+    def codex_exec(proxy: TapeProxy) -> subprocess.CompletedProcess[str]:
+        env = {**clean_env(), **codex_offline_env(proxy.base_url("openai"), root)}
+        return subprocess.run(
+            [codex, "exec", "--skip-git-repo-check", "say hi"],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
+    before = live_children()
+    with OpenAIResponsesServer(default=ResponsesReply(text="hello from the tape")) as server:
+        with TapeProxy(tape, "record", {"openai": server.api_base}) as proxy:
+            recorded = codex_exec(proxy)
+        calls = len(server.requests)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == "hello from the tape\n"
+    with TapeProxy(tape, "replay") as proxy:
+        replayed = codex_exec(proxy)
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == recorded.stdout
     assert proxy.divergence is None

@@ -238,3 +238,21 @@ def test_an_unknown_label_and_a_path_outside_the_prefix_are_answered_404(tmp_pat
     with TapeProxy(tmp_path, "record", {}) as proxy:
         assert post(proxy.base_url("nope"), "/x", {}).status_code == 404
         assert post(f"http://127.0.0.1:{proxy.port}", "/v1/x", {}).status_code == 404
+
+
+def test_volatile_fields_are_left_out_of_the_comparison() -> None:
+    from dsh.tape._format import canonical
+
+    request = {
+        "model": "m",
+        "prompt_cache_key": "a",
+        "client_metadata": {"session_id": "s"},
+        "metadata": {"user_id": "u", "keep": 1},
+        "input": [{"id": "msg_1", "role": "user", "content": "hi"}, "text"],
+    }
+    assert canonical(request) == {
+        "model": "m",
+        "metadata": {"keep": 1},
+        "input": [{"role": "user", "content": "hi"}, "text"],
+    }
+    assert request["input"][0]["id"] == "msg_1"  # the recorded request is left whole

@@ -50,12 +50,18 @@ VOLATILE_FIELDS: tuple[tuple[str, ...], ...] = (
     ("user",),
     ("prompt_cache_key",),
     ("safety_identifier",),
+    ("client_metadata",),
     ("metadata", "user_id"),
     ("metadata", "session_id"),
+    ("input", "*", "id"),
 )
-"""Request fields left out of the comparison in replay mode (dotted paths into the JSON
-body): identifiers a client makes up per run (Codex's ``prompt_cache_key``, Claude
-Code's ``metadata.user_id``), not what the model is asked. They are still recorded."""
+"""Request fields left out of the comparison in replay mode (paths into the JSON body;
+``*`` is every item of a list): what a client makes up per run, not what the model is
+asked. Found by recording the same task twice: Codex sends a fresh
+``prompt_cache_key``, ``client_metadata`` (session, thread and turn ids) and ``id`` on
+every ``input`` item it writes (the ids of items a model returned are the recorded
+ones, but the comparison leaves them out too); Claude Code a per-session
+``metadata.user_id``; dsh's own agents nothing. They are still recorded."""
 
 REDACTED = "[REDACTED]"
 """What a credential is replaced with in a tape."""
@@ -146,12 +152,21 @@ def canonical(request: Any) -> Any:
         return request
     out = copy.deepcopy(request)
     for path in VOLATILE_FIELDS:
-        node: Any = out
-        for name in path[:-1]:
-            node = node.get(name) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(path[-1], None)
+        _drop(out, path)
     return out
+
+
+def _drop(node: Any, path: Sequence[str]) -> None:
+    name, rest = path[0], path[1:]
+    if name == "*":
+        if isinstance(node, list) and rest:
+            for item in node:
+                _drop(item, rest)
+    elif isinstance(node, dict):
+        if not rest:
+            node.pop(name, None)
+        elif name in node:
+            _drop(node[name], rest)
 
 
 def pretty(value: Any) -> str:

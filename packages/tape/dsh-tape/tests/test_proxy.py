@@ -256,3 +256,16 @@ def test_volatile_fields_are_left_out_of_the_comparison() -> None:
         "input": [{"role": "user", "content": "hi"}, "text"],
     }
     assert request["input"][0]["id"] == "msg_1"  # the recorded request is left whole
+
+
+def test_a_tape_line_of_the_wrong_shape_is_answered_500_and_kept(tmp_path: Path) -> None:
+    request = chat("hi", stream=False)
+    line = {"v": 1, "seq": 1, "label": "openai", "method": "POST", "path": "/chat/completions"}
+    (tmp_path / "tape.jsonl").write_text(
+        json.dumps({"tape": 1}) + "\n" + json.dumps({**line, "request": request}) + "\n"
+    )
+    with TapeProxy(tmp_path, "replay") as proxy:
+        r = post(proxy.base_url("openai"), "/chat/completions", request)
+    assert r.status_code == 500
+    assert "KeyError" in r.json()["error"]["message"]
+    assert [type(e) for e in proxy.errors] == [KeyError]

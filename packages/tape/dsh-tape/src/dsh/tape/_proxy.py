@@ -105,6 +105,8 @@ class TapeProxy:
         """Exchanges written (record mode)."""
         self.replayed = 0
         """Requests answered from the tape (replay mode)."""
+        self.errors: list[Exception] = []
+        """Unexpected errors while answering (each answered HTTP 500 when it could be)."""
         self._meta = dict(meta or {})
         self._host = host
         self._timeout = timeout
@@ -287,7 +289,16 @@ class TapeProxy:
                     return
                 if request is None:
                     return
-                await self._handle(request, writer)
+                try:
+                    await self._handle(request, writer)
+                except (ConnectionError, OSError):
+                    raise
+                except Exception as exc:  # a bug, or a tape line of the wrong shape
+                    self.errors.append(exc)
+                    message = f"tape proxy error: {type(exc).__name__}: {exc}"
+                    body = error_body(500, "tape_proxy_error", redact_text(message))
+                    await write_whole(writer, 500, body, "application/json", keep_alive=False)
+                    return
                 if not request.keep_alive:
                     return
         except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.CancelledError):

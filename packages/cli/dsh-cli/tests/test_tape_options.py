@@ -105,3 +105,34 @@ def test_a_preset_with_its_own_model_is_refused(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "names its own [agent.model]" in done.stderr
+
+
+def test_rows_whose_children_would_miss_the_tape_are_named() -> None:
+    from dsh.cli._tape import unrecorded_rows
+    from dsh.core import parse_preset
+
+    preset = parse_preset(
+        """
+[[plugin]]
+id = "passes"
+name = "dsh-subagent-acp"
+config = { command = "x", passthrough_env = ["OPENAI_BASE_URL", "OPENAI_MODEL"] }
+[[plugin]]
+id = "scrubbed"
+name = "dsh-subagent-acp"
+config = { command = "x" }
+[[plugin]]
+id = "off"
+name = "dsh-subagent-acp"
+disabled = true
+[[plugin]]
+id = "codex"
+name = "dsh-subagent-codex"
+"""
+    )
+    found = unrecorded_rows(preset)
+    assert len(found) == 2
+    assert '"scrubbed"' in found[0]
+    assert "does not pass OPENAI_BASE_URL" in found[0]
+    assert '"codex"' in found[1]
+    assert unrecorded_rows(parse_preset('extends = "standard"\n')) == []

@@ -95,7 +95,7 @@ def run_command(args: argparse.Namespace) -> int:
     if preset.agent.model is None and env_model is None and replay is None:
         print(NO_MODEL.format(source=preset.source), file=sys.stderr)
         return 2
-    from dsh.cli._tape import TapeUsageError, recorded_or_replayed, report_tape
+    from dsh.cli._tape import TapeUsageError, recorded_or_replayed, report_tape, unrecorded_rows
 
     try:
         with recorded_or_replayed(
@@ -103,6 +103,8 @@ def run_command(args: argparse.Namespace) -> int:
         ) as tape:
             if tape is not None:
                 env_model = env_model_for(preset)  # now the proxy's
+                for line in unrecorded_rows(preset):
+                    print(f"dsh: {strip_controls(line)}", file=sys.stderr)
             status = _run_with_view(args, preset, cwd, env_model)
             return status if tape is None else report_tape(tape, status, FINISHED_WITH_FAILURES)
     except TapeUsageError as exc:

@@ -24,12 +24,15 @@ from dsh.core import EnvModel, Preset
 if TYPE_CHECKING:
     from dsh.tape import TapeProxy
 
-__all__ = ["TapeUsageError", "recorded_or_replayed", "report_tape"]
+__all__ = ["TapeUsageError", "recorded_or_replayed", "report_tape", "unrecorded_rows"]
 
 LABEL = "openai"
 """The proxy label of the run's (OpenAI-compatible) model API."""
 
 _VARIABLES = ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
+# Providers whose children call a model in a process of their own, configured by the
+# provider rather than by OPENAI_BASE_URL (not pointed at the proxy yet).
+_OWN_MODEL_PROVIDERS = ("dsh-subagent-codex", "dsh-subagent-claude-code")
 
 
 class TapeUsageError(Exception):
@@ -77,6 +80,29 @@ def recorded_or_replayed(
             proxy.close()
     finally:
         _set_env(saved)
+
+
+def unrecorded_rows(preset: Preset) -> list[str]:
+    """What in ``preset`` runs children whose model calls would miss the tape: ``acp``
+    rows that do not hand ``OPENAI_BASE_URL`` on (``passthrough_env`` or ``env``), and
+    the codex and claude-code rows (each a line for a notice)."""
+    found: list[str] = []
+    for index, row in enumerate(preset.plugin):
+        if row.disabled:
+            continue
+        if row.name == "dsh-subagent-acp":
+            passed = set(row.config.get("passthrough_env") or ()) | set(row.config.get("env") or {})
+            if "OPENAI_BASE_URL" not in passed:
+                found.append(
+                    f"{row.describe(index)} does not pass OPENAI_BASE_URL to its children"
+                    " (passthrough_env): their model calls are not on the tape"
+                )
+        elif row.name in _OWN_MODEL_PROVIDERS:
+            found.append(
+                f"{row.describe(index)}: the model calls of its children are not on the tape"
+                " (not supported yet)"
+            )
+    return found
 
 
 def _recorder(

@@ -119,6 +119,19 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         " instead of waiting for them",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="print the session's events")
+    tape = run.add_mutually_exclusive_group()
+    tape.add_argument(
+        "--record",
+        metavar="DIR",
+        help="record every model call of the run (children in other processes included)"
+        " into DIR/tape.jsonl, through a local proxy; no key or header is written",
+    )
+    tape.add_argument(
+        "--replay",
+        metavar="DIR",
+        help="answer every model call from DIR/tape.jsonl, with no model server and no key;"
+        " the first call that differs from the tape stops with the difference shown (exit 3)",
+    )
 
 
 def _external_commands(argv: Sequence[str] | None) -> list[LoadedCommand]:

@@ -84,9 +84,29 @@ def run_command(args: argparse.Namespace) -> int:
     if preset is None:
         return _fail("the preset was not trusted: nothing was run")
     env_model = env_model_for(preset)  # the context picks the same (Context.default_model)
-    if preset.agent.model is None and env_model is None:
+    record, replay = getattr(args, "record", None), getattr(args, "replay", None)
+    if preset.agent.model is None and env_model is None and replay is None:
         print(NO_MODEL.format(source=preset.source), file=sys.stderr)
         return 2
+    from dsh.cli._tape import TapeUsageError, recorded_or_replayed, report_tape, unrecorded_rows
+
+    try:
+        with recorded_or_replayed(
+            record=record, replay=replay, preset=preset, env_model=env_model
+        ) as tape:
+            if tape is not None:
+                env_model = env_model_for(preset)  # now the proxy's
+                for line in unrecorded_rows(preset):
+                    print(f"dsh: {strip_controls(line)}", file=sys.stderr)
+            status = _run_with_view(args, preset, cwd, env_model)
+            return status if tape is None else report_tape(tape, status, FINISHED_WITH_FAILURES)
+    except TapeUsageError as exc:
+        return _fail(str(exc))
+
+
+def _run_with_view(
+    args: argparse.Namespace, preset: Preset, cwd: Path | None, env_model: EnvModel | None
+) -> int:
     view = choose_view(json_lines=args.json)
     interrupt = Interrupt()
     try:

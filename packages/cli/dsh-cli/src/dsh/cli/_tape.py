@@ -1,0 +1,141 @@
+"""``dsh run --record DIR`` / ``--replay DIR``: the run's model traffic through a tape
+proxy (dsh-tape, imported only when one of them is given).
+
+The run's model is the environment's (:func:`dsh.core.model_from_env`); the proxy
+takes its place by ``OPENAI_BASE_URL`` — in the process's environment, so the lead,
+its in-process children and every child process that is handed the model's variables
+(``passthrough_env`` of an ``acp`` row, as the standard preset's) all reach it.
+Recording forwards to the model the environment named, with its key; replaying needs
+neither a server nor a key, and the model name comes from the tape's header unless
+``OPENAI_MODEL`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from dsh.cli._safe_text import strip_controls
+from dsh.core import EnvModel, Preset
+
+if TYPE_CHECKING:
+    from dsh.tape import TapeProxy
+
+__all__ = ["TapeUsageError", "recorded_or_replayed", "report_tape", "unrecorded_rows"]
+
+LABEL = "openai"
+"""The proxy label of the run's (OpenAI-compatible) model API."""
+
+_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
+# Providers whose children call a model in a process of their own, configured by the
+# provider rather than by OPENAI_BASE_URL (not pointed at the proxy yet).
+_OWN_MODEL_PROVIDERS = ("dsh-subagent-codex", "dsh-subagent-claude-code")
+
+
+class TapeUsageError(Exception):
+    """``--record`` / ``--replay`` cannot be used as asked (the message says why)."""
+
+
+@contextmanager
+def recorded_or_replayed(
+    *, record: str | None, replay: str | None, preset: Preset, env_model: EnvModel | None
+) -> Iterator[TapeProxy | None]:
+    """A started :class:`~dsh.tape.TapeProxy` for the run (None without either option),
+    with ``OPENAI_BASE_URL`` (and ``OPENAI_MODEL``, ``OPENAI_API_KEY``) pointed at it in
+    ``os.environ`` until the block ends. :class:`TapeUsageError` when it cannot be."""
+    if record is None and replay is None:
+        yield None
+        return
+    from dsh.tape import TapeError, TapeProxy
+
+    if preset.agent.model is not None:
+        raise TapeUsageError(
+            f"--record and --replay use the model the environment names (OPENAI_BASE_URL,"
+            f" DEEPSEEK_API_KEY, OPENAI_API_KEY); {preset.source} names its own [agent.model]"
+        )
+    saved = {name: os.environ.get(name) for name in _VARIABLES}
+    try:
+        if record is not None:
+            if env_model is None:
+                raise TapeUsageError("--record: the environment names no model to record")
+            proxy, variables = _recorder(record, env_model, TapeProxy)
+        else:
+            assert replay is not None
+            proxy = TapeProxy(replay, "replay")
+            variables = {}
+        try:
+            proxy.start()
+        except TapeError as exc:
+            raise TapeUsageError(str(exc)) from None
+        try:
+            if replay is not None:
+                model = os.environ.get("OPENAI_MODEL") or proxy.header.get("model")
+                variables = {"OPENAI_MODEL": str(model) if model else None, "OPENAI_API_KEY": None}
+            _set_env({**variables, "OPENAI_BASE_URL": proxy.base_url(LABEL)})
+            yield proxy
+        finally:
+            proxy.close()
+    finally:
+        _set_env(saved)
+
+
+def unrecorded_rows(preset: Preset) -> list[str]:
+    """What in ``preset`` runs children whose model calls would miss the tape: ``acp``
+    rows that do not hand ``OPENAI_BASE_URL`` on (``passthrough_env`` or ``env``), and
+    the codex and claude-code rows (each a line for a notice)."""
+    found: list[str] = []
+    for index, row in enumerate(preset.plugin):
+        if row.disabled:
+            continue
+        if row.name == "dsh-subagent-acp":
+            passed = set(row.config.get("passthrough_env") or ()) | set(row.config.get("env") or {})
+            if "OPENAI_BASE_URL" not in passed:
+                found.append(
+                    f"{row.describe(index)} does not pass OPENAI_BASE_URL to its children"
+                    " (passthrough_env): their model calls are not on the tape"
+                )
+        elif row.name in _OWN_MODEL_PROVIDERS:
+            found.append(
+                f"{row.describe(index)}: the model calls of its children are not on the tape"
+                " (not supported yet)"
+            )
+    return found
+
+
+def _recorder(
+    directory: str, env_model: EnvModel, proxy_type: type[TapeProxy]
+) -> tuple[TapeProxy, dict[str, str | None]]:
+    options: Mapping[str, Any] = env_model.config.options
+    model = env_model.config.model
+    key_env = str(options.get("api_key_env") or "")
+    key = os.environ.get(key_env) if key_env else None
+    upstream = str(options["base_url"])
+    proxy = proxy_type(directory, "record", {LABEL: upstream}, meta={"model": model})
+    return proxy, {"OPENAI_MODEL": model, "OPENAI_API_KEY": key or None}
+
+
+def _set_env(values: Mapping[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def report_tape(proxy: TapeProxy, status: int, failed: int) -> int:
+    """After the run: say what the tape did on stderr; a divergence turns ``status``
+    (unless the run was interrupted) into ``failed``."""
+    where = proxy.tape_path
+    if proxy.mode == "record":
+        print(f"dsh: recorded {proxy.recorded} model calls into {where}", file=sys.stderr)
+        return status
+    if proxy.divergence is not None:
+        text = strip_controls(proxy.divergence.describe())
+        print(f"dsh run: {text}", file=sys.stderr)
+        return status if status >= 128 else failed
+    left = f"; {proxy.remaining} recorded calls were not asked for" if proxy.remaining else ""
+    print(f"dsh: replayed {proxy.replayed} model calls from {where}{left}", file=sys.stderr)
+    return status

@@ -1,0 +1,332 @@
+"""The tape's format: lines, redaction, canonical requests, conversation keys, diffs.
+
+Everything here is pure (no I/O but :func:`read_tape`); the proxy (``_proxy``) uses it
+to write lines in record mode and to match requests in replay mode.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from dsh.core import DshError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "TAPE_FILE",
+    "VOLATILE_FIELDS",
+    "Divergence",
+    "Tape",
+    "TapeError",
+    "call_number",
+    "canonical",
+    "conversation_key",
+    "parse_body",
+    "pretty",
+    "read_tape",
+    "redact_path",
+    "redact_text",
+    "redact_value",
+    "similarity",
+    "unified_diff",
+]
+
+FORMAT_VERSION = 1
+"""The version of the tape format this package writes (``"tape"`` in the header,
+``"v"`` on every exchange)."""
+
+TAPE_FILE = "tape.jsonl"
+"""The tape's file name inside the tape directory."""
+
+VOLATILE_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("user",),
+    ("prompt_cache_key",),
+    ("safety_identifier",),
+    ("client_metadata",),
+    ("metadata", "user_id"),
+    ("metadata", "session_id"),
+    ("input", "*", "id"),
+)
+"""Request fields left out of the comparison in replay mode (paths into the JSON body;
+``*`` is every item of a list): what a client makes up per run, not what the model is
+asked. Found by recording the same task twice: Codex sends a fresh
+``prompt_cache_key``, ``client_metadata`` (session, thread and turn ids) and ``id`` on
+every ``input`` item it writes (the ids of items a model returned are the recorded
+ones, but the comparison leaves them out too); Claude Code a per-session
+``metadata.user_id``; dsh's own agents nothing. They are still recorded."""
+
+REDACTED = "[REDACTED]"
+"""What a credential is replaced with in a tape."""
+
+_KEY_NAMES = {
+    "apikey",
+    "api_key",
+    "x_api_key",
+    "authorization",
+    "proxy_authorization",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "client_secret",
+    "secret",
+    "password",
+}
+# Query parameters whose value is a credential (``?key=`` is Google's API key).
+_QUERY_KEY_NAMES = _KEY_NAMES | {"key", "token", "sig", "signature", "code"}
+# Things that look like credentials wherever they appear in a text.
+_KEY_PATTERNS = re.compile(
+    r"(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}"  # OpenAI, Anthropic (sk-ant-...), DeepSeek keys
+    r"|(?i:bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"  # an Authorization value quoted in a text
+    r"|AIza[A-Za-z0-9_\-]{30,}"  # Google API keys
+    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
+)
+_DIFF_LINES = 40
+_DIFF_LINE_WIDTH = 160
+
+
+class TapeError(DshError):
+    """A tape cannot be used: missing, unreadable, of an unknown version, or a proxy
+    that cannot start."""
+
+
+def _key_name(name: str, names: frozenset[str] | set[str] = _KEY_NAMES) -> bool:
+    return name.lower().replace("-", "_") in names
+
+
+def redact_text(text: str) -> str:
+    """``text`` with anything that looks like a credential replaced by ``[REDACTED]``."""
+    return _KEY_PATTERNS.sub(REDACTED, text)
+
+
+def redact_value(value: Any) -> Any:
+    """A copy of a JSON value with credentials redacted: the value of every key-like
+    member (``api_key``, ``authorization``, ``token``, ...) and every key-looking text."""
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if _key_name(k) and isinstance(v, str) and v else redact_value(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_value(item) for item in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+def redact_path(path: str) -> str:
+    """A request path with the values of key-like query parameters (``?key=``,
+    ``?api-key=``, ...) redacted."""
+    parts = urlsplit(path)
+    if not parts.query:
+        return redact_text(path)
+    query = [
+        (k, REDACTED if _key_name(k, _QUERY_KEY_NAMES) else v)
+        for k, v in parse_qsl(parts.query, True)
+    ]
+    return redact_text(f"{parts.path}?{urlencode(query, safe='[]')}")
+
+
+def parse_body(body: bytes) -> Any:
+    """The body as recorded: its JSON value, else its text (None when empty); redacted."""
+    if not body:
+        return None
+    text = body.decode("utf-8", "replace")
+    try:
+        return redact_value(json.loads(text))
+    except ValueError:
+        return redact_text(text)
+
+
+def canonical(request: Any) -> Any:
+    """The request as replay compares it: :data:`VOLATILE_FIELDS` removed (keys are
+    sorted when it is serialized, see :func:`pretty`)."""
+    if not isinstance(request, dict):
+        return request
+    out = copy.deepcopy(request)
+    for path in VOLATILE_FIELDS:
+        _drop(out, path)
+    return out
+
+
+def _drop(node: Any, path: Sequence[str]) -> None:
+    name, rest = path[0], path[1:]
+    if name == "*":
+        if isinstance(node, list) and rest:
+            for item in node:
+                _drop(item, rest)
+    elif isinstance(node, dict):
+        if not rest:
+            node.pop(name, None)
+        elif name in node:
+            _drop(node[name], rest)
+
+
+def pretty(value: Any) -> str:
+    """Canonical JSON text: keys sorted, one member per line (what diffs are made of)."""
+    return json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False)
+
+
+def _messages(request: Mapping[str, Any]) -> list[Any]:
+    for name in ("messages", "input", "contents"):
+        items = request.get(name)
+        if isinstance(items, str):
+            return [{"role": "user", "content": items}]
+        if isinstance(items, list):
+            return items
+    return []
+
+
+def _system(request: Mapping[str, Any], items: Sequence[Any]) -> Any:
+    for name in ("system", "instructions", "system_instruction"):
+        if request.get(name):
+            return request[name]
+    for item in items:
+        if isinstance(item, dict) and item.get("role") in ("system", "developer"):
+            return item.get("content")
+    return None
+
+
+def conversation_key(request: Any) -> str:
+    """A short hash of the request's system text (``system`` / ``instructions`` / the
+    first system or developer message) and its first user message: the same for every
+    call of one agent's conversation, different between agents with different tasks."""
+    if not isinstance(request, dict):
+        return ""
+    items = _messages(request)
+    first_user = next(
+        (i.get("content") for i in items if isinstance(i, dict) and i.get("role") == "user"),
+        None,
+    )
+    text = json.dumps([_system(request, items), first_user], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _from_assistant(item: Any) -> bool:
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("type")
+    if item.get("role") in ("assistant", "model"):
+        return True
+    return isinstance(kind, str) and (kind.endswith("_call") or kind == "reasoning")
+
+
+def call_number(request: Any) -> int:
+    """How many assistant turns the request already holds (0 for an agent's first call):
+    runs of consecutive assistant items (messages, function calls, reasoning)."""
+    if not isinstance(request, dict):
+        return 0
+    turns, previous = 0, False
+    for item in _messages(request):
+        current = _from_assistant(item)
+        if current and not previous:
+            turns += 1
+        previous = current
+    return turns
+
+
+def unified_diff(recorded: Any, request: Any) -> str:
+    """A unified diff (at most 40 lines) from a recorded request to this one, over
+    :func:`pretty` canonical JSON, long lines cut."""
+
+    def lines(value: Any) -> list[str]:
+        return [
+            line if len(line) <= _DIFF_LINE_WIDTH else line[: _DIFF_LINE_WIDTH - 3] + "..."
+            for line in pretty(canonical(value)).splitlines()
+        ]
+
+    diff = list(
+        difflib.unified_diff(lines(recorded), lines(request), "tape", "request", n=2, lineterm="")
+    )
+    if len(diff) > _DIFF_LINES:
+        more = len(diff) - (_DIFF_LINES - 1)
+        diff = [*diff[: _DIFF_LINES - 1], f"... ({more} more diff lines)"]
+    return "\n".join(diff)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first request in replay mode that the tape does not hold.
+
+    ``label``, ``path``, ``conversation`` and ``call`` say where it came from (the
+    conversation key and call number stand in for the agent's place in the tree);
+    ``diff`` is a short unified diff from the closest recorded request not yet
+    answered (empty text when the tape holds none for this label and path).
+    """
+
+    label: str
+    path: str
+    conversation: str
+    call: int
+    diff: str
+    closest_seq: int | None = None
+
+    def describe(self) -> str:
+        """A few lines for a terminal: where, then the diff."""
+        where = (
+            f"tape divergence: {self.label} {self.path}: conversation {self.conversation},"
+            f" call {self.call} is not on the tape"
+        )
+        if self.closest_seq is None:
+            return f"{where} (no recorded request left for this endpoint)"
+        return f"{where}; closest recorded request (seq {self.closest_seq}):\n{self.diff}"
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+@dataclass
+class Tape:
+    """A tape as read from its file: the first header (``{"tape": 1, ...}``) and the
+    exchanges, in file order."""
+
+    header: dict[str, Any]
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+
+
+def read_tape(directory: str | Path) -> Tape:
+    """Read ``<directory>/tape.jsonl``; :class:`TapeError` if it is missing, not a tape,
+    or of a version this package does not know. A torn last line (a recorder killed
+    mid-write) is skipped."""
+    path = Path(directory) / TAPE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TapeError(f"cannot read the tape {path}: {exc.strerror or exc}") from None
+    lines = text.splitlines()
+    header: dict[str, Any] | None = None
+    exchanges: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            if number == len(lines):
+                break
+            raise TapeError(f"{path}:{number}: not a JSON line") from None
+        if not isinstance(entry, dict):
+            raise TapeError(f"{path}:{number}: not a JSON object")
+        if "tape" in entry:
+            if entry["tape"] != FORMAT_VERSION:
+                raise TapeError(f"{path}: tape format {entry['tape']!r} is not supported")
+            header = header or entry
+        elif entry.get("v") == FORMAT_VERSION:
+            exchanges.append(entry)
+        else:
+            raise TapeError(f"{path}:{number}: exchange of unknown version {entry.get('v')!r}")
+    if header is None:
+        raise TapeError(f"{path} is not a tape (no header line)")
+    return Tape(header, exchanges)
+
+
+def similarity(a: str, b: str) -> float:
+    """How alike two canonical texts are (0..1), for picking the closest request."""
+    return difflib.SequenceMatcher(None, a.splitlines(), b.splitlines()).ratio()

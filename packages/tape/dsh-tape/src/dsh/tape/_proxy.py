@@ -1,0 +1,449 @@
+"""The recording proxy: :class:`TapeProxy` (the format is in the package docstring)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import threading
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+from urllib.parse import quote, unquote
+
+import httpx
+
+from dsh.tape._format import (
+    FORMAT_VERSION,
+    TAPE_FILE,
+    Divergence,
+    TapeError,
+    call_number,
+    canonical,
+    conversation_key,
+    parse_body,
+    pretty,
+    read_tape,
+    redact_path,
+    redact_text,
+    similarity,
+    unified_diff,
+)
+from dsh.tape._http import (
+    HEAD_LIMIT,
+    BadRequest,
+    Request,
+    error_body,
+    head_bytes,
+    read_request,
+    write_chunk,
+    write_whole,
+)
+
+__all__ = ["TapeProxy"]
+
+Mode = Literal["record", "replay"]
+
+# Not forwarded upstream: hop-by-hop headers, and what httpx sets itself.
+_HOP = {
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "content-length",
+    "te",
+    "trailer",
+    "upgrade",
+    "accept-encoding",
+}
+# Response headers passed back to the client besides content-type.
+_PASS_BACK = ("retry-after", "x-request-id", "request-id")
+_PREFIX = "/u/"
+
+
+class TapeProxy:
+    """A recording proxy for model HTTP APIs, on 127.0.0.1 in a thread of its own.
+
+    ``mode="record"`` forwards every request to ``upstreams[label]`` (streaming the
+    answer through as it arrives) and appends the exchange to
+    ``<directory>/tape.jsonl``; ``mode="replay"`` answers from that tape with no
+    upstream, and answers a request the tape does not hold with HTTP 409 (the first
+    one is kept as :attr:`divergence`). Point a client at :meth:`base_url` where its
+    API's base URL went. ``meta`` is written into the header line (record mode).
+
+    Use as a context manager (``with`` or ``async with``) or :meth:`start` /
+    :meth:`close`; closing ends every connection and joins the thread.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        mode: Mode = "record",
+        upstreams: Mapping[str, str] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        host: str = "127.0.0.1",
+        timeout: float = 600.0,
+    ) -> None:
+        if mode not in ("record", "replay"):
+            raise ValueError(f'mode must be "record" or "replay", not {mode!r}')
+        self.directory = Path(directory)
+        """The tape directory (the tape is its ``tape.jsonl``)."""
+        self.mode: Mode = mode
+        self.upstreams = dict(upstreams or {})
+        """Record mode: label -> the real API's base URL."""
+        self.header: dict[str, Any] = {}
+        """The tape's header line: the one written (record) or read (replay)."""
+        self.divergence: Divergence | None = None
+        """Replay mode: the first request the tape did not hold (None: none yet)."""
+        self.recorded = 0
+        """Exchanges written (record mode)."""
+        self.replayed = 0
+        """Requests answered from the tape (replay mode)."""
+        self.errors: list[Exception] = []
+        """Unexpected errors while answering (each answered HTTP 500 when it could be)."""
+        self._meta = dict(meta or {})
+        self._host = host
+        self._timeout = timeout
+        self._fd: int | None = None
+        self._seq = 0
+        self._index: dict[tuple[str, str, str, str], deque[dict[str, Any]]] = {}
+        self._unused: list[dict[str, Any]] = []
+        self._port = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._http: httpx.AsyncClient | None = None
+
+    # -- public ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound port (0 before :meth:`start`)."""
+        return self._port
+
+    @property
+    def tape_path(self) -> Path:
+        """``<directory>/tape.jsonl``."""
+        return self.directory / TAPE_FILE
+
+    @property
+    def remaining(self) -> int:
+        """Replay mode: recorded exchanges not answered yet."""
+        return len(self._unused)
+
+    def base_url(self, label: str) -> str:
+        """``http://127.0.0.1:<port>/u/<label>``: use it where ``label``'s base URL went."""
+        if not self._port:
+            raise RuntimeError("the tape proxy is not started")
+        return f"http://{self._host}:{self._port}{_PREFIX}{quote(label, safe='')}"
+
+    def start(self) -> Self:
+        """Open the tape, bind and serve in a background thread; returns ``self``.
+        :class:`TapeError` when the tape cannot be read or written."""
+        if self._thread is not None:
+            raise RuntimeError("the tape proxy is already started")
+        if self.mode == "replay":
+            self._load()
+        else:
+            self._open_for_recording()
+        thread = threading.Thread(target=self._main, name="TapeProxy", daemon=True)
+        self._thread = thread
+        thread.start()
+        if not self._ready.wait(10) or self._failure is not None:
+            failure = self._failure
+            self.close()
+            raise TapeError(f"the tape proxy failed to start: {failure}") from failure
+        return self
+
+    def close(self, timeout: float = 10.0) -> None:
+        """End every connection, stop the thread, close the tape. Idempotent."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            loop, stop = self._loop, self._stop
+            if loop is not None and stop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop already ended
+                    loop.call_soon_threadsafe(stop.set)
+            thread.join(timeout)
+            if thread.is_alive():
+                raise RuntimeError(f"the tape proxy's thread did not stop within {timeout} s")
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self.start()  # a millisecond or two: no worker thread needed
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f"127.0.0.1:{self._port}" if self._port else "not started"
+        return f"<TapeProxy {self.mode} {self.directory} {where}>"
+
+    # -- the tape -------------------------------------------------------------------
+
+    def _open_for_recording(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.tape_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise TapeError(f"cannot write the tape {self.tape_path}: {exc.strerror}") from None
+        created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        self.header = {"tape": FORMAT_VERSION, "created": created, **self._meta}
+        self._append(self.header)
+
+    def _append(self, entry: Mapping[str, Any]) -> None:
+        """One line, one write (``O_APPEND``: lines of concurrent writers never mix)."""
+        data = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def _load(self) -> None:
+        tape = read_tape(self.directory)
+        self.header = tape.header
+        for entry in tape.exchanges:
+            key = self._key(entry["label"], entry["method"], entry["path"], entry.get("request"))
+            self._index.setdefault(key, deque()).append(entry)
+            self._unused.append(entry)
+
+    @staticmethod
+    def _key(label: str, method: str, path: str, request: Any) -> tuple[str, str, str, str]:
+        return (label, method, path, pretty(canonical(request)))
+
+    # -- the server thread ----------------------------------------------------------
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._serve())
+        except BaseException as exc:
+            self._failure = exc
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+                self._ready.set()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        timeout = httpx.Timeout(self._timeout, connect=30.0)
+        async with httpx.AsyncClient(timeout=timeout) as client:  # HTTPS_PROXY as the client would
+            self._http = client
+            server = await asyncio.start_server(
+                self._on_connection, self._host, 0, limit=HEAD_LIMIT
+            )
+            self._port = server.sockets[0].getsockname()[1]
+            self._ready.set()
+            try:
+                await self._stop.wait()
+            finally:
+                server.close()
+                for writer in list(self._writers):
+                    writer.transport.abort()
+                current = asyncio.current_task()
+                for _ in range(5):
+                    tasks = [t for t in asyncio.all_tasks() if t is not current]
+                    if not tasks:
+                        break
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                await server.wait_closed()
+                for _ in range(3):  # let transports run their connection_lost callbacks
+                    await asyncio.sleep(0)
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._writers.add(writer)
+        try:
+            while True:
+                try:
+                    request = await read_request(reader)
+                except BadRequest as exc:
+                    body = error_body(400, "bad_request", f"tape proxy: {exc}")
+                    await write_whole(writer, 400, body, "application/json", keep_alive=False)
+                    return
+                if request is None:
+                    return
+                try:
+                    await self._handle(request, writer)
+                except (ConnectionError, OSError):
+                    raise
+                except Exception as exc:  # a bug, or a tape line of the wrong shape
+                    self.errors.append(exc)
+                    message = f"tape proxy error: {type(exc).__name__}: {exc}"
+                    body = error_body(500, "tape_proxy_error", redact_text(message))
+                    await write_whole(writer, 500, body, "application/json", keep_alive=False)
+                    return
+                if not request.keep_alive:
+                    return
+        except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            # The client went away, or the proxy is closing. (A connection task must not
+            # end cancelled: asyncio's stream protocol would log it as an error.)
+            pass
+        finally:
+            self._writers.discard(writer)
+            if self._stop is not None and self._stop.is_set():
+                writer.transport.abort()
+            elif not writer.transport.is_closing():
+                writer.close()
+
+    async def _handle(self, request: Request, writer: asyncio.StreamWriter) -> None:
+        if not request.target.startswith(_PREFIX):
+            message = f"tape proxy: paths start with {_PREFIX}<label>/, not {request.target!r}"
+            body = error_body(404, "not_found", redact_path(message))
+            await write_whole(writer, 404, body, "application/json", keep_alive=request.keep_alive)
+            return
+        label, slash, rest = request.target[len(_PREFIX) :].partition("/")
+        if "?" in label:
+            label, _, query = label.partition("?")
+            rest = f"?{query}"
+        else:
+            rest = slash + rest
+        label = unquote(label)
+        if self.mode == "record":
+            await self._forward(label, rest, request, writer)
+        else:
+            await self._replay(label, rest, request, writer)
+
+    # -- record -----------------------------------------------------------------------
+
+    async def _forward(
+        self, label: str, rest: str, request: Request, writer: asyncio.StreamWriter
+    ) -> None:
+        keep = request.keep_alive
+        upstream = self.upstreams.get(label)
+        if upstream is None:
+            message = f"tape proxy: no upstream for label {label!r}"
+            await write_whole(
+                writer,
+                404,
+                error_body(404, "not_found", message),
+                "application/json",
+                keep_alive=keep,
+            )
+            return
+        headers = [(k, v) for k, v in request.headers if k.lower() not in _HOP]
+        headers.append(("accept-encoding", "identity"))
+        assert self._http is not None
+        client = self._http
+        outgoing = client.build_request(
+            request.method, upstream.rstrip("/") + rest, headers=headers, content=request.body
+        )
+        try:
+            response = await client.send(outgoing, stream=True)
+        except httpx.HTTPError as exc:
+            message = redact_text(
+                f"tape proxy: the upstream {label!r} failed: {type(exc).__name__}: {exc}"
+            )
+            await write_whole(
+                writer,
+                502,
+                error_body(502, "bad_gateway", message),
+                "application/json",
+                keep_alive=keep,
+            )
+            return
+        body = bytearray()
+        try:
+            content_type = response.headers.get("content-type", "")
+            back = [("content-type", content_type)] if content_type else []
+            back += [(k, response.headers[k]) for k in _PASS_BACK if k in response.headers]
+            head = head_bytes(response.status_code, back, keep_alive=keep)
+            async for chunk in response.aiter_bytes():
+                if chunk:
+                    body += chunk
+                    await write_chunk(writer, chunk, prefix=head)
+                    head = b""
+            await write_chunk(writer, b"", prefix=head)
+        except httpx.HTTPError:
+            writer.transport.abort()  # the client sees the upstream's break as its own
+            raise ConnectionResetError("the upstream broke mid-response") from None
+        finally:
+            await response.aclose()
+        value = parse_body(request.body)
+        self._seq += 1
+        self._append(
+            {
+                "v": FORMAT_VERSION,
+                "seq": self._seq,
+                "label": label,
+                "method": request.method,
+                "path": redact_path(rest),
+                "request": value,
+                "status": response.status_code,
+                "content_type": content_type,
+                "body": redact_text(bytes(body).decode("utf-8", "replace")),
+                "conversation": conversation_key(value),
+                "call": call_number(value),
+            }
+        )
+        self.recorded += 1
+
+    # -- replay -----------------------------------------------------------------------
+
+    async def _replay(
+        self, label: str, rest: str, request: Request, writer: asyncio.StreamWriter
+    ) -> None:
+        keep = request.keep_alive
+        value = parse_body(request.body)
+        path = redact_path(rest)
+        queue = self._index.get(self._key(label, request.method, path, value))
+        if queue:
+            entry = queue.popleft()
+            self._unused.remove(entry)
+            self.replayed += 1
+            body = str(entry.get("body") or "").encode()
+            content_type = str(entry.get("content_type") or "application/octet-stream")
+            await write_whole(writer, int(entry["status"]), body, content_type, keep_alive=keep)
+            return
+        divergence = self._diverge(label, request.method, path, value)
+        if self.divergence is None:
+            self.divergence = divergence
+        body = error_body(409, "tape_divergence", divergence.describe())
+        await write_whole(writer, 409, body, "application/json", keep_alive=keep)
+
+    def _diverge(self, label: str, method: str, path: str, value: Any) -> Divergence:
+        conversation, call = conversation_key(value), call_number(value)
+        candidates = [
+            e
+            for e in self._unused
+            if e["label"] == label and e["method"] == method and e["path"] == path
+        ]
+        same = [e for e in candidates if e.get("conversation") == conversation]
+        same_call = [e for e in same if e.get("call") == call]
+        closest: dict[str, Any] | None = None
+        if same_call:
+            closest = same_call[0]
+        elif candidates:
+            text = pretty(canonical(value))
+            pool = same or candidates
+            closest = max(pool, key=lambda e: similarity(pretty(canonical(e.get("request"))), text))
+        if closest is None:
+            return Divergence(label, path, conversation, call, "")
+        diff = unified_diff(closest.get("request"), value)
+        return Divergence(label, path, conversation, call, diff, closest_seq=closest.get("seq"))

@@ -1,0 +1,280 @@
+"""Issue 24's first must-show: a tree recorded with ``dsh run --record`` (lead -> spawn
+child -> ``dsh acp`` grandchild, each calling a tool, against the fake OpenAI chat
+server) replays with ``dsh run --replay`` with the server stopped and no key set, with
+identical final output; a changed prompt, or a changed file deep in the tree, stops
+with the divergence shown on stderr and exit status 3. The same proxy records and
+replays the real Claude Code and Codex CLIs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh.tape import TapeProxy, read_tape
+from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.model_servers import (
+    AnthropicMessagesServer,
+    ChatReply,
+    ChatToolCall,
+    MessagesReply,
+    OpenAIChatServer,
+    OpenAIResponsesServer,
+    RecordedRequest,
+    ResponsesReply,
+    claude_code_env,
+    codex_offline_env,
+)
+from dsh.testing.processes import live_children
+
+pytestmark = pytest.mark.timeout(300)
+
+REPO = Path(__file__).resolve().parents[1]
+KEY = "sk-tape-test-key-0123456789abcdef"
+TASK = "LEADTASK: read a.txt, then ask a helper about b.txt"
+
+
+def preset_text(path: Path) -> str:
+    acp = [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(path)]
+    return f"""
+[agent]
+persona = "You are the tape test agent."
+
+[[plugin]]
+name = "dsh-llm-openai"
+
+[[plugin]]
+name = "dsh-tool-fs"
+
+[[plugin]]
+name = "dsh-subagent-spawn-in-process"
+
+[[plugin]]
+id = "tool-subagent"
+name = "dsh-tool-subagent"
+config = {{ provider = "spawn", tool_name = "subagent", max_depth = 3 }}
+
+[[plugin]]
+name = "dsh-subagent-acp"
+[plugin.config]
+command = {json.dumps(acp[0])}
+args = {json.dumps(acp[1:])}
+permission = "reject"
+depth_limit = true
+passthrough_env = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"]
+
+[[plugin]]
+id = "tool-subagent-acp"
+name = "dsh-tool-subagent"
+config = {{ provider = "acp", tool_name = "subagent_acp", max_depth = 3 }}
+"""
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def answer(request: RecordedRequest) -> ChatReply:
+    """Each agent of the tree by its first user message; its step by the tool results
+    it has. Every agent reads a file, the lead and the child also delegate."""
+    messages = request.json["messages"]
+    first = next(_text(m["content"]) for m in messages if m["role"] == "user")
+    results = [_text(m["content"]) for m in messages if m["role"] == "tool"]
+    if "LEAFTASK" in first:
+        steps: list[Any] = [ChatToolCall("read_file", {"path": "c.txt"})]
+        final = "leaf saw: "
+    elif "MIDTASK" in first:
+        steps = [
+            ChatToolCall("read_file", {"path": "b.txt"}),
+            ChatToolCall("subagent_acp", {"description": "leaf", "prompt": "LEAFTASK: c.txt"}),
+        ]
+        final = "mid saw: "
+    else:
+        steps = [
+            ChatToolCall("read_file", {"path": "a.txt"}),
+            ChatToolCall("subagent", {"description": "mid", "prompt": "MIDTASK: b.txt"}),
+        ]
+        final = "lead saw: "
+    if len(results) < len(steps):
+        return ChatReply(tool_calls=[steps[len(results)]])
+    return ChatReply(text=final + " | ".join(r.replace("\n", " ") for r in results))
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    drop = ("OPENAI_", "DEEPSEEK_", "ANTHROPIC_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(extra)
+    return env
+
+
+def dsh_run(
+    work: Path, preset: Path, env: dict[str, str], *args: str, task: str = TASK
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "dsh.cli", "run", "--preset", str(preset), "--cwd"]
+    return subprocess.run(
+        [*command, str(work), *args, task],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Path, Path]:
+    work = tmp_path / "work"
+    work.mkdir()
+    for name, text in {"a.txt": "alpha", "b.txt": "bravo", "c.txt": "charlie"}.items():
+        (work / name).write_text(text + "\n")
+    preset = tmp_path / "tree.toml"
+    preset.write_text(preset_text(preset))
+    return work, preset
+
+
+def test_a_recorded_tree_replays_offline_and_a_change_is_shown(
+    tmp_path: Path, tree: tuple[Path, Path]
+) -> None:
+    work, preset = tree
+    tape = tmp_path / "tape"
+    before = live_children()
+    with OpenAIChatServer(default=answer, api_key=KEY) as server:
+        env = clean_env(OPENAI_BASE_URL=server.api_base, OPENAI_API_KEY=KEY)
+        started = time.monotonic()
+        recorded = dsh_run(work, preset, env, "--record", str(tape))
+        record_seconds = time.monotonic() - started
+        calls = len(server.requests)
+    assert recorded.returncode == 0, recorded.stderr
+    answer_text = recorded.stdout
+    assert "lead saw: alpha" in answer_text
+    assert "mid saw: bravo" in answer_text
+    assert "leaf saw: charlie" in answer_text  # the dsh acp grandchild's file, via the child
+    assert calls == 8  # the lead and the child three calls each, the grandchild two
+    exchanges = read_tape(tape).exchanges
+    assert len(exchanges) == calls
+    assert len({e["conversation"] for e in exchanges}) == 3
+    assert sorted(e["call"] for e in exchanges) == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert KEY not in (tape / "tape.jsonl").read_text()
+
+    # The server is gone and no key is set: the tape answers everything.
+    offline = clean_env()
+    started = time.monotonic()
+    replayed = dsh_run(work, preset, offline, "--replay", str(tape))
+    replay_seconds = time.monotonic() - started
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == answer_text
+    assert f"replayed {calls} model calls" in replayed.stderr
+    print(f"record {record_seconds:.2f} s, replay {replay_seconds:.2f} s")  # shown with -s
+
+    # A changed prompt: the lead's first call is not on the tape.
+    changed = dsh_run(work, preset, offline, "--replay", str(tape), task=TASK + " now")
+    assert changed.returncode == 3, changed.stderr
+    assert "tape divergence: openai /chat/completions" in changed.stderr
+    assert "call 0 is not on the tape" in changed.stderr
+    assert f'-   "content": "{TASK}"' in changed.stderr
+    assert f'+   "content": "{TASK} now"' in changed.stderr
+
+    # A changed file deep in the tree: the grandchild's second call (its read_file
+    # result) differs; the run stops there with the grandchild's place shown.
+    (work / "c.txt").write_text("changed\n")
+    deep = dsh_run(work, preset, offline, "--replay", str(tape))
+    assert deep.returncode == 3, deep.stderr
+    assert "call 1 is not on the tape" in deep.stderr
+    assert "charlie" in deep.stderr
+    assert "changed" in deep.stderr
+    assert_no_new_processes(before, within=5.0)
+
+
+def test_a_claude_code_run_replays_with_the_server_stopped(tmp_path: Path) -> None:
+    """The same proxy records the real Claude Code CLI (Anthropic Messages, streamed);
+    its per-session ``metadata.user_id`` is a volatile field, so a second process
+    replays from the tape with the fake server closed."""
+    import claude_agent_sdk
+
+    claude = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    tape, root = tmp_path / "tape", tmp_path / "cc"
+    root.mkdir()
+
+    def claude_p(proxy: TapeProxy) -> subprocess.CompletedProcess[str]:
+        env = {**clean_env(), **claude_code_env(proxy.base_url("anthropic"), root)}
+        return subprocess.run(
+            [str(claude), "-p", "say hi"],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
+    before = live_children()
+    with AnthropicMessagesServer(default=MessagesReply(text="hello from the tape")) as server:
+        with TapeProxy(tape, "record", {"anthropic": server.api_base}) as proxy:
+            recorded = claude_p(proxy)
+        calls = len(server.requests)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == "hello from the tape\n"
+    with TapeProxy(tape, "replay") as proxy:
+        replayed = claude_p(proxy)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert proxy.divergence is None
+    assert (proxy.replayed, proxy.remaining) == (calls, 0)
+    assert_no_new_processes(before, within=5.0)
+
+
+def _codex() -> str:
+    """The pinned codex (tools/install-codex.sh, or DSH_CODEX_BIN); as the codex
+    provider's tests find it: a failure in CI, a skip elsewhere."""
+    path = Path(os.environ.get("DSH_CODEX_BIN") or REPO / ".tools" / "codex" / "bin" / "codex")
+    if os.access(path, os.X_OK):
+        return str(path)
+    message = f"codex not found at {path}: run tools/install-codex.sh or set DSH_CODEX_BIN"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def test_a_codex_run_replays_with_the_server_stopped(tmp_path: Path) -> None:
+    """The real Codex CLI (OpenAI Responses, streamed) through the same proxy: two runs
+    of one task differ only in the volatile fields (``prompt_cache_key``,
+    ``client_metadata``, input item ids), so a later run replays from the tape."""
+    codex = _codex()
+    tape, root = tmp_path / "tape", tmp_path / "codex"
+    work = root / "work"
+    work.mkdir(parents=True)
+
+    def codex_exec(proxy: TapeProxy) -> subprocess.CompletedProcess[str]:
+        env = {**clean_env(), **codex_offline_env(proxy.base_url("openai"), root)}
+        return subprocess.run(
+            [codex, "exec", "--skip-git-repo-check", "say hi"],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+
+    before = live_children()
+    with OpenAIResponsesServer(default=ResponsesReply(text="hello from the tape")) as server:
+        with TapeProxy(tape, "record", {"openai": server.api_base}) as proxy:
+            recorded = codex_exec(proxy)
+        calls = len(server.requests)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == "hello from the tape\n"
+    with TapeProxy(tape, "replay") as proxy:
+        replayed = codex_exec(proxy)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert proxy.divergence is None
+    assert (proxy.replayed, proxy.remaining) == (calls, 0)
+    assert_no_new_processes(before, within=5.0)

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dsh.cli._safe_text import strip_controls
-from dsh.core import EnvModel, Preset
+from dsh.core import Preset
+from dsh.core.models import EnvModel
 
 if TYPE_CHECKING:
     from dsh.tape import TapeProxy

@@ -129,9 +129,10 @@ async def task_state(client: Client, task_id: str) -> Task:
 
 async def killed_caller(
     tmp_path: Path, server: Any, model: OpenAIChatServer, protocol: str, seconds: float
-) -> tuple[str, list[int]]:
+) -> tuple[str, list[int], float]:
     """A caller streams "work", the agent runs ``sleep seconds``; the caller is killed.
-    Returns the task id and the sleep's process ids."""
+    Returns the task id, the sleep's process ids and the monotonic time just before the
+    kill (the server cannot see the caller go before it)."""
     model.script(sleep_call(seconds))
     out = tmp_path / f"caller-{protocol}.out"
     process = caller(server, "work", protocol, out)
@@ -139,11 +140,12 @@ async def killed_caller(
         await wait_for("the sleep starts", lambda: sleepers(server, seconds), 60)
         await wait_for("the caller has the task", lambda: task_id_in(out) is not None)
     finally:
+        killed = time.monotonic()
         process.send_signal(signal.SIGKILL)
         process.wait(10)
     task_id = task_id_in(out)
     assert task_id is not None, out.read_text()
-    return task_id, sleepers(server, seconds)
+    return task_id, sleepers(server, seconds), killed
 
 
 @pytest.mark.parametrize("protocol", ["1.0", "0.3"])
@@ -152,8 +154,7 @@ async def test_a_killed_streaming_caller_gets_its_task_cancelled(
 ) -> None:
     server = start(tmp_path, kit, model)
     try:
-        task_id, pids = await killed_caller(tmp_path, server, model, protocol, 41.25)
-        killed = time.monotonic()
+        task_id, pids, killed = await killed_caller(tmp_path, server, model, protocol, 41.25)
         async with httpx.AsyncClient(timeout=httpx.Timeout(30)) as http:
             client = await sdk_client(http, server)
             last: list[Task] = []
@@ -186,7 +187,7 @@ async def test_a_subscriber_in_time_keeps_the_task(
 ) -> None:
     server = start(tmp_path, kit, model)
     try:
-        task_id, _pids = await killed_caller(tmp_path, server, model, "1.0", 4.25)
+        task_id, _pids, _killed = await killed_caller(tmp_path, server, model, "1.0", 4.25)
         async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=None)) as http:
             client = await sdk_client(http, server)
             states = []

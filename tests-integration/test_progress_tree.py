@@ -8,12 +8,12 @@ import json
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from dsh.core import AbortSignal, Context, parse_preset
-from dsh.subagent import SubagentProgress, SubagentStartRequest
+from dsh.subagent import SubagentStartRequest
 from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.fixtures import assert_one_grandchild, progress_and_result
 from dsh.testing.processes import live_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -69,30 +69,13 @@ async def test_the_parent_sees_the_grandchild_with_its_path(tmp_path: Path) -> N
         parent = ctx.agents.create()
         request = SubagentStartRequest("delegate please", parent, AbortSignal(), max_depth=3)
         run = await ctx.subagents.start("acp", request)
-        items: list[SubagentProgress] = []
-        async with run:
-            with anyio.fail_after(60):
-                async for item in run.progress():
-                    items.append(item)
-            result = await run.result
+        items, result = await progress_and_result(run)
     assert result.stop_reason == "completed", result
     assert result.output == "child done: grandchild says inner work"
 
     own = [i for i in items if i.path == ()]
     assert any(i.kind == "text" for i in own)
-    starts = [i for i in items if i.kind == "child_start"]
-    assert len(starts) == 1, items
-    grandchild = starts[0].run_id
-    assert grandchild is not None
-    assert starts[0].path == (grandchild,)
-    assert (starts[0].provider, starts[0].label) == ("spawn", "inner")
-    nested_text = "".join(
-        i.text or "" for i in items if i.kind == "text" and i.path == (grandchild,)
-    )
-    assert nested_text == "grandchild says inner work"
-    ends = [i for i in items if i.kind == "child_end"]
-    assert [(e.path, e.stop_reason) for e in ends] == [((grandchild,), "completed")]
-    assert items.index(starts[0]) < items.index(ends[0])
+    assert_one_grandchild(items, provider="spawn", label="inner", text="grandchild says inner work")
 
     # tree-wide usage: the child's own two model calls (1 + 6 words) and the grandchild's (4)
     assert result.usage.output_tokens == 11

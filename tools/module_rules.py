@@ -36,24 +36,6 @@ PUBLIC_UNDERSCORE = frozenset(
     {"_exit", "_getframe", "_Environ", "_asdict", "_replace", "_fields", "_make", "_field_defaults"}
 )
 
-# Findings that stand, each with its reason (module, the finding's text starts with, why).
-# Keep it short; every entry is a debt to pay, named here so that it cannot grow unseen.
-KNOWN: tuple[tuple[str, str, str], ...] = (
-    (
-        "dsh.acp._serve",
-        "reads conn._conn",
-        "the acp library (0.12 to 1.0) offers no hook to wrap its request handler; dsh.acp"
-        " wraps it for $/cancel_request and failing notifications (a third-party private)",
-    ),
-)
-
-
-def known(finding: Finding) -> bool:
-    """Whether ``finding`` is one of :data:`KNOWN` (reported as known, not failing)."""
-    return any(
-        finding.module == module and finding.what.startswith(what) for module, what, _ in KNOWN
-    )
-
 
 @dataclass(frozen=True)
 class Finding:

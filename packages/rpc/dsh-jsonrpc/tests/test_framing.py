@@ -1,6 +1,6 @@
 """Strict NDJSON framing: bounded lines, and every frame classified per JSON-RPC 2.0.
 
-(Moved from dsh-acp with the framing itself; dsh.acp re-exports these names.)"""
+(Moved from dsh-acp with the framing itself.)"""
 
 from __future__ import annotations
 

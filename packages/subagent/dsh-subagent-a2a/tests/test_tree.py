@@ -13,14 +13,15 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.subagent import SubagentProgress
 from dsh.testing.conformance import assert_no_new_processes
 from dsh.testing.fixtures import (
     SPAWN_SUBAGENT_TOOL,
+    assert_one_grandchild,
     calling_replies,
     delegate_rule,
     keyed_preset,
     plugin_rows,
+    progress_and_result,
 )
 from dsh.testing.processes import live_children
 
@@ -43,12 +44,7 @@ async def test_the_parent_sees_the_grandchild_with_its_path(
     try:
         name = rig.register(server.url, depth_limit=True)
         run = await rig.start(name, "delegate please", max_depth=3)
-        items: list[SubagentProgress] = []
-        async with run:
-            with anyio.fail_after(60):
-                async for item in run.progress():
-                    items.append(item)
-            result = await run.result
+        items, result = await progress_and_result(run)
     finally:
         assert server.stop() == 143
     assert result.stop_reason == "completed", result
@@ -62,19 +58,7 @@ async def test_the_parent_sees_the_grandchild_with_its_path(
     updates = [i for i in own if i.kind == "tool_update"]
     assert [(u.tool_call_id, u.status) for u in updates] == [(calls[0].tool_call_id, "completed")]
 
-    starts = [i for i in items if i.kind == "child_start"]
-    assert len(starts) == 1, items
-    grandchild = starts[0].run_id
-    assert grandchild is not None
-    assert starts[0].path == (grandchild,)
-    assert (starts[0].provider, starts[0].label) == ("spawn", "inner")
-    nested_text = "".join(
-        i.text or "" for i in items if i.kind == "text" and i.path == (grandchild,)
-    )
-    assert nested_text == "grandchild says inner work"
-    ends = [i for i in items if i.kind == "child_end"]
-    assert [(e.path, e.stop_reason) for e in ends] == [((grandchild,), "completed")]
-    assert items.index(starts[0]) < items.index(ends[0])
+    assert_one_grandchild(items, provider="spawn", label="inner", text="grandchild says inner work")
 
     # tree-wide usage: the served agent's two model calls (1 + 6 words) and the grandchild's (4)
     assert result.usage.output_tokens == 11

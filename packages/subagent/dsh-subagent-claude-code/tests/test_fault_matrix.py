@@ -17,8 +17,6 @@ from dsh.testing.faults import (
     FaultHarness,
     FaultMatrix,
     ParentProcess,
-    freeze_child,
-    kill_child,
     one_tick,
 )
 from dsh.testing.model_servers import (
@@ -33,7 +31,7 @@ from dsh.testing.model_servers.anthropic_messages import reply_with_tool_result
 if TYPE_CHECKING:
     from conftest import Setup
 
-from dsh.testing.fixtures import FAST_GRACES, until_asked
+from dsh.testing.fixtures import FAST_GRACES, child_process_case, until_asked
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,34 +58,16 @@ def claude_case(fault: Fault, setup: Setup) -> FaultCase:
     server.when(HANG, Hang())
 
     running = until_asked(server, HANG, "the CLI")
+    case = child_process_case(fault, name, CLI, prompt=HANG, running=running)
+    if case is not None:  # cancel mid-turn, double cancel, crash, ignores-cancel
+        return case
     if fault is Fault.CANCEL_BEFORE_PUBLICATION:
         # the CLI's handshake runs in the turn (after publication): abort while it spawns
         return FaultCase(
             name, START_ABORTED, prompt=HANG, abort_during_start=one_tick(), settle_bound=3.0
         )
-    if fault in (Fault.CANCEL_MID_TURN, Fault.DOUBLE_CANCEL):
-        return FaultCase(name, "aborted", prompt=HANG, wait_until_running=running, settle_bound=3.0)
-    if fault is Fault.CHILD_CRASH:
-        return FaultCase(
-            name,
-            "error",
-            prompt=HANG,
-            diagnostic="killed by SIGKILL",
-            wait_until_running=running,
-            induce=kill_child(CLI),
-        )
     if fault is Fault.CHILD_HANG:
         return FaultCase(name, "error", prompt=HANG, diagnostic="turn_timeout", settle_bound=5.0)
-    if fault is Fault.IGNORES_CANCEL:
-        return FaultCase(
-            name,
-            "aborted",
-            prompt=HANG,
-            diagnostic="fault matrix: ignores-cancel",
-            wait_until_running=running,
-            induce=freeze_child(CLI),
-            settle_bound=3.0,
-        )
     if fault is Fault.GARBAGE_OUTPUT:
         # the whole body is one line that is not an SSE event, then the connection closes
         garbage = MessagesReply(text="unseen", faults=GARBAGE_BODY)

@@ -17,11 +17,9 @@ from dsh.testing.faults import (
     FaultHarness,
     FaultMatrix,
     ParentProcess,
-    freeze_child,
-    kill_child,
     until_child_process,
 )
-from dsh.testing.fixtures import FAST_GRACES, until_asked
+from dsh.testing.fixtures import FAST_GRACES, child_process_case, until_asked
 from dsh.testing.model_servers import ResponsesReply
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,6 +35,9 @@ def codex_case(fault: Fault, codex: Any) -> tuple[FaultCase, dict[str, Any]]:
     server = codex.server
 
     running = until_asked(server, HANG, "codex")
+    shared = child_process_case(fault, "codex", CODEX, prompt=HANG, running=running)
+    if shared is not None:  # cancel mid-turn, double cancel, crash, ignores-cancel
+        return shared, {}
     if fault is Fault.CANCEL_BEFORE_PUBLICATION:
         case = FaultCase(
             "codex",
@@ -46,36 +47,11 @@ def codex_case(fault: Fault, codex: Any) -> tuple[FaultCase, dict[str, Any]]:
             settle_bound=3.0,
         )
         return case, {}
-    if fault in (Fault.CANCEL_MID_TURN, Fault.DOUBLE_CANCEL):
-        return FaultCase(
-            "codex", "aborted", prompt=HANG, wait_until_running=running, settle_bound=3.0
-        ), {}
-    if fault is Fault.CHILD_CRASH:
-        case = FaultCase(
-            "codex",
-            "error",
-            prompt=HANG,
-            diagnostic="killed by SIGKILL",
-            wait_until_running=running,
-            induce=kill_child(CODEX),
-        )
-        return case, {}
     if fault is Fault.CHILD_HANG:
         case = FaultCase(
             "codex", "error", prompt=HANG, diagnostic="turn_timeout = 1 s", settle_bound=5.0
         )
         return case, {"turn_timeout": 1.0}
-    if fault is Fault.IGNORES_CANCEL:
-        case = FaultCase(
-            "codex",
-            "aborted",
-            prompt=HANG,
-            diagnostic="fault matrix: ignores-cancel",
-            wait_until_running=running,
-            induce=freeze_child(CODEX),
-            settle_bound=3.0,
-        )
-        return case, {}
     if fault is Fault.GARBAGE_OUTPUT:
         # the whole body is garbage (codex skips one bad event inside a good stream)
         garbage = ResponsesReply(text="unseen", faults=GARBAGE_BODY)

@@ -12,12 +12,8 @@ What ``dsh acp`` and the test kit's mock agent share:
   non-objects, batches, oversized lines, a ``jsonrpc`` other than ``"2.0"`` and
   requests before ``initialize``) and keeps serving, with ``$/cancel_request``
   (-32800), rate-limited logs of failed notifications, and an end when the client
-  stops reading;
-* :class:`LineReader` / :func:`classify` — the bounded line reader and JSON-RPC
-  frame check, re-exported from :mod:`dsh.jsonrpc` (the peer the ``acp`` provider,
-  the client side, speaks through);
-  :func:`encode_message` / :func:`scrub_surrogates` — lone UTF-16 surrogates
-  escaped on the way out, replaced (U+FFFD) on the way in;
+  stops reading (the framing itself — line reader, frame check, surrogate
+  scrubbing, error codes — is :mod:`dsh.jsonrpc`'s: import it from there);
 * :func:`agent_message`, :func:`tool_call_start`, :func:`tool_call_progress` and
   :func:`text_block` — session updates built from the ``acp`` schema models.
 
@@ -30,24 +26,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from dsh.jsonrpc import (
-    DEFAULT_MAX_LINE_BYTES,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    REQUEST_CANCELLED,
-    Frame,
-    LineReader,
-    OversizedLine,
-    classify,
-    encode_message,
-    error_response,
-    excerpt,
-    scrub_surrogates,
-)
-
 if TYPE_CHECKING:
     from dsh.acp._agent_base import AcpAgentBase, McpServer, PromptBlock
     from dsh.acp._schema import agent_message, text_block, tool_call_progress, tool_call_start
@@ -55,26 +33,11 @@ if TYPE_CHECKING:
     from dsh.acp._transport import StrictAgentTransport
 
 __all__ = [
-    "DEFAULT_MAX_LINE_BYTES",
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
-    "PARSE_ERROR",
-    "REQUEST_CANCELLED",
     "AcpAgentBase",
-    "Frame",
-    "LineReader",
     "McpServer",
-    "OversizedLine",
     "PromptBlock",
     "StrictAgentTransport",
     "agent_message",
-    "classify",
-    "encode_message",
-    "error_response",
-    "excerpt",
-    "scrub_surrogates",
     "serve",
     "serve_stdio",
     "text_block",

@@ -31,13 +31,11 @@ import logging
 import time
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import RequestError
 from acp.schema import (
     AgentCapabilities,
-    ClientCapabilities,
     CloseSessionResponse,
     Implementation,
-    InitializeResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
@@ -90,7 +88,6 @@ class DshAcpAgent(AcpAgentBase):
         self._sessions: dict[str, Session] = {}
         self._max_sessions = max_sessions
         self._session_idle = session_idle
-        self._dsh_client = False
         self._relay: DelegationRelay | None = None
         self._reaper: asyncio.Task[None] | None = None
         if ctx is not None:
@@ -99,50 +96,37 @@ class DshAcpAgent(AcpAgentBase):
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def initialize(
-        self,
-        protocol_version: int,
-        client_capabilities: ClientCapabilities | None = None,
-        client_info: Implementation | None = None,
-        **kwargs: Any,
-    ) -> InitializeResponse:
-        """Protocol version 1; ``loadSession`` only with a session store."""
-        self._dsh_client = isinstance(kwargs.get("dsh"), dict)
+    def capabilities(self) -> AgentCapabilities:
+        """``loadSession`` only with a session store; ``_meta.dsh.depthLimit``."""
         ctx = self._ctx
-        capabilities = AgentCapabilities(
+        return AgentCapabilities(
             load_session=ctx is not None and ctx.sessions is not None,
             mcp_capabilities=McpCapabilities(http=True, sse=True),
             prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
             session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
             field_meta={"dsh": {"depthLimit": True}},
         )
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=capabilities,
-            agent_info=Implementation(name="dsh", title="dsh", version=self._version),
-            auth_methods=[],
-        )
 
-    async def new_session(
-        self,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
+    def agent_info(self) -> Implementation:
+        """``dsh`` and this version."""
+        return Implementation(name="dsh", title="dsh", version=self._version)
+
+    async def open_session(
+        self, cwd: str, mcp_servers: list[McpServer], meta: dict[str, Any]
     ) -> NewSessionResponse:
         """A new dsh agent whose session records ``cwd`` (see the module docstring)."""
         ctx = self._context()
         check_cwd(cwd)
-        found = lineage(kwargs)
-        meta: dict[str, Any] = {"cwd": cwd, "origin": "acp"}
+        found = lineage(meta)
+        session_meta: dict[str, Any] = {"cwd": cwd, "origin": "acp"}
         if found is not None:
             refusal = found.deeper_than_allowed()
             if refusal is not None:
                 raise RequestError.invalid_params({"details": refusal})
-            meta.update(found.session_meta())
+            session_meta.update(found.session_meta())
         self._make_room()
         try:
-            agent = ctx.agents.create(meta=meta)
+            agent = ctx.agents.create(meta=session_meta)
         except Exception as exc:
             raise not_configured(exc) from None
         session = self._attach(agent)
@@ -291,7 +275,7 @@ class DshAcpAgent(AcpAgentBase):
         self._sessions[agent.id] = session
 
         def observe(event: Event) -> None:
-            for update in session.mapping.live(event, self._dsh_client):
+            for update in session.mapping.live(event, isinstance(self.init_meta, dict)):
                 session.updates.put_nowait(update)
 
         session.unobserve = agent.observe(observe)

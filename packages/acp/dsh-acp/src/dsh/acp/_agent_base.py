@@ -6,10 +6,13 @@ build on :class:`AcpAgentBase`.
 
 Every optional ``acp.Agent`` method of :class:`AcpAgentBase` answers JSON-RPC
 "method not found" (-32601): an inherited ``acp.Agent`` Protocol stub would answer
-``null``, which a client takes for success. A subclass implements ``initialize``,
-``session/new``, ``session/prompt`` and ``session/cancel``, and overrides whatever
-else it supports. That holds for the methods of whichever ``agent-client-protocol``
-is installed (0.12 or 1.0): an ``acp.Agent`` method not written out here (1.0 adds
+``null``, which a client takes for success. ``initialize`` and ``session/new`` are
+written out here once, in the wire shape of the ``acp`` library, over hooks
+(:meth:`~AcpAgentBase.capabilities`, :meth:`~AcpAgentBase.agent_info`,
+:meth:`~AcpAgentBase.open_session`); a subclass implements ``open_session``,
+``session/prompt`` and ``session/cancel``, and overrides whatever else it supports.
+That holds for the methods of whichever ``agent-client-protocol`` is installed (0.12
+or 1.0): an ``acp.Agent`` method not written out here (1.0 adds
 ``session/delete``, ``logout``, ``nes/*``, ``document/*``...) is refused too, a
 request with "method not found", a notification by ignoring it.
 
@@ -24,19 +27,24 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from acp import Agent, RequestError
+from acp import PROTOCOL_VERSION, Agent, RequestError
 from acp.schema import (
     AcpMcpServer,
+    AgentCapabilities,
     AudioContentBlock,
     AuthenticateResponse,
+    ClientCapabilities,
     CloseSessionResponse,
     EmbeddedResourceContentBlock,
     ForkSessionResponse,
     HttpMcpServer,
     ImageContentBlock,
+    Implementation,
+    InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
     McpServerStdio,
+    NewSessionResponse,
     ResourceContentBlock,
     ResumeSessionResponse,
     SetSessionConfigOptionResponse,
@@ -64,17 +72,66 @@ class AcpAgentBase(Agent):
     """An ``acp.Agent`` that keeps the client connection and refuses what it lacks.
 
     :meth:`on_connect` stores the client proxy in ``self._conn`` (for
-    ``session_update`` and ``request_permission``). Every optional method answers
-    "method not found" and ``_``-prefixed extension notifications are ignored;
-    subclasses override what they support.
+    ``session_update`` and ``request_permission``). ``initialize`` keeps the request's
+    ``_meta.dsh`` in :attr:`init_meta` and answers :attr:`protocol_version`,
+    :meth:`capabilities` and :meth:`agent_info`; ``session/new`` is
+    :meth:`open_session`. Every optional method answers "method not found" and
+    ``_``-prefixed extension notifications are ignored; subclasses override what they
+    support.
     """
 
     _conn: Any = None
-    """The client proxy (``AgentSideConnection``); None until :meth:`on_connect`."""
+    """The client proxy (``session_update``, ``request_permission``); None until
+    :meth:`on_connect`."""
+    protocol_version: int = PROTOCOL_VERSION
+    """The protocol version ``initialize`` answers."""
+    init_meta: Any = None
+    """The ``_meta.dsh`` of the client's ``initialize`` (None before it, or without one)."""
 
     def on_connect(self, conn: Any) -> None:
         """Keep the connection (the client proxy) for updates and requests to the client."""
         self._conn = conn
+
+    def capabilities(self) -> AgentCapabilities:
+        """The capabilities ``initialize`` advertises (none by default)."""
+        return AgentCapabilities()
+
+    def agent_info(self) -> Implementation | None:
+        """The ``agentInfo`` ``initialize`` answers (none by default)."""
+        return None
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        """See the class docstring (no auth methods)."""
+        self.init_meta = kwargs.get("dsh")
+        return InitializeResponse(
+            protocol_version=self.protocol_version,
+            agent_capabilities=self.capabilities(),
+            agent_info=self.agent_info(),
+            auth_methods=[],
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        """:meth:`open_session` with the request's MCP servers and ``_meta``."""
+        return await self.open_session(cwd, mcp_servers or [], kwargs)
+
+    async def open_session(
+        self, cwd: str, mcp_servers: list[McpServer], meta: dict[str, Any]
+    ) -> NewSessionResponse:
+        """Open a session in ``cwd`` (``session/new``; ``meta``: the request's ``_meta``).
+        Subclasses implement it."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement open_session")
 
     async def load_session(
         self,
@@ -166,7 +223,7 @@ def _refusal(name: str, stub: Any) -> Callable[..., Coroutine[Any, Any, Any]]:
     return handler
 
 
-_SUBCLASS_IMPLEMENTS = frozenset({"initialize", "new_session", "prompt", "cancel"})
+_SUBCLASS_IMPLEMENTS = frozenset({"prompt", "cancel"})
 
 
 def _refuse_protocol_stubs(cls: type) -> None:

@@ -6,8 +6,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from acp.core import AgentSideConnection
+from acp.agent.router import build_agent_router
+from acp.core import Connection
 
+from dsh.acp._client import ClientProxy
 from dsh.acp._otel import MessageContext, quiet_acp_root_spans
 from dsh.acp._transport import CancelRequestHandler, StrictAgentTransport
 from dsh.jsonrpc import DEFAULT_MAX_LINE_BYTES
@@ -64,19 +66,21 @@ async def serve(
         on_message=seen,
         on_output_lost=on_output_lost,
     )
-    conn = AgentSideConnection(agent, transport, listening=False, use_unstable_protocol=True)
-    # the request handler the acp connection dispatches to (acp 0.12: Connection._handler),
-    # wrapped for $/cancel_request and for notifications that fail
-    inner = conn._conn
-    inner._handler = transport.guard(inner._handler)
+    # what acp.AgentSideConnection does (the same router and connection), with the
+    # router wrapped for $/cancel_request and for notifications that fail
+    router = build_agent_router(agent, use_unstable_protocol=True)
+    connection = Connection(transport.guard(router), transport, listening=False)
+    on_connect = getattr(agent, "on_connect", None)
+    if on_connect is not None:
+        on_connect(ClientProxy(connection))
     try:
-        await conn.listen()
+        await connection.main_loop()
         if at_end_of_input is not None:
             await at_end_of_input()
         # acp 1.0 writes each answer in a task of its own, which close() cancels
         await transport.flush(_FLUSH_SECONDS)
     finally:
-        await conn.close()
+        await connection.close()
 
 
 async def serve_stdio(

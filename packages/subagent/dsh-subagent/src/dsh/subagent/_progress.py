@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 __all__ = [
     "PROGRESS_KINDS",
@@ -27,19 +27,7 @@ ProgressKind = Literal[
     "notice",
     "queued",
 ]
-PROGRESS_KINDS: frozenset[str] = frozenset(
-    (
-        "text",
-        "thinking",
-        "tool_call",
-        "tool_update",
-        "usage",
-        "child_start",
-        "child_end",
-        "notice",
-        "queued",
-    )
-)
+PROGRESS_KINDS: frozenset[str] = frozenset(get_args(ProgressKind))
 ToolStatus = Literal["running", "completed", "failed"]
 
 _USAGE_INDEX = {

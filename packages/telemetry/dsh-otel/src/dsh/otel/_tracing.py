@@ -28,7 +28,6 @@ import json
 import logging
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
-from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -313,12 +312,7 @@ class _Current:
     def __enter__(self) -> None:
         self._token = otel_context.attach(self._context)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         otel_context.detach(self._token)  # type: ignore[arg-type]
 
 

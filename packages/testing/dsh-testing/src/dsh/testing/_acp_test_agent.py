@@ -9,12 +9,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from acp import PROTOCOL_VERSION
 from acp.schema import (
-    AgentCapabilities,
-    ClientCapabilities,
     Implementation,
-    InitializeResponse,
     NewSessionResponse,
     PromptResponse,
     SessionModeState,
@@ -46,18 +42,16 @@ class AcpTestSession:
 class AcpTestAgent(AcpAgentBase):
     """An ACP agent for tests, with the four methods every agent implements.
 
-    ``initialize`` answers :attr:`protocol_version`, :meth:`capabilities` and (when
-    :attr:`agent_name` is set) an ``agentInfo``, and keeps the request's ``_meta.dsh``
-    in :attr:`init_meta`; ``session/new`` opens an :class:`AcpTestSession` named by
-    :meth:`new_session_id` (``s-1``, ``s-2``, ...) in :attr:`sessions`, offering
-    :meth:`session_modes`; ``session/cancel`` sets the session's ``cancelled``
-    event; ``session/prompt`` answers ``end_turn``. Subclasses override what they
-    script (usually :meth:`prompt`); every other method answers "method not found"
-    (:class:`~dsh.acp.AcpAgentBase`).
+    ``initialize`` is :class:`~dsh.acp.AcpAgentBase`'s (:attr:`protocol_version`,
+    :meth:`capabilities`, ``_meta.dsh`` kept in :attr:`init_meta`), with an
+    ``agentInfo`` when :attr:`agent_name` is set; ``session/new`` opens an
+    :class:`AcpTestSession` named by :meth:`new_session_id` (``s-1``, ``s-2``, ...)
+    in :attr:`sessions`, offering :meth:`session_modes`; ``session/cancel`` sets the
+    session's ``cancelled`` event; ``session/prompt`` answers ``end_turn``.
+    Subclasses override what they script (usually :meth:`prompt`); every other
+    method answers "method not found" (:class:`~dsh.acp.AcpAgentBase`).
     """
 
-    protocol_version: int = PROTOCOL_VERSION
-    """The protocol version ``initialize`` answers."""
     agent_name: str | None = None
     """The ``agentInfo`` name (None: no ``agentInfo``)."""
     agent_version = "0"
@@ -66,11 +60,12 @@ class AcpTestAgent(AcpAgentBase):
     def __init__(self) -> None:
         self.sessions: dict[str, AcpTestSession] = {}
         self.opened = 0
-        self.init_meta: Any = None
 
-    def capabilities(self) -> AgentCapabilities:
-        """The capabilities ``initialize`` advertises (none by default)."""
-        return AgentCapabilities()
+    def agent_info(self) -> Implementation | None:
+        """:attr:`agent_name` and :attr:`agent_version` (none without a name)."""
+        if self.agent_name is None:
+            return None
+        return Implementation(name=self.agent_name, version=self.agent_version)
 
     def new_session_id(self) -> str:
         """The id of the session ``session/new`` opens (:attr:`opened` counts it)."""
@@ -80,35 +75,13 @@ class AcpTestAgent(AcpAgentBase):
         """The modes ``session/new`` offers (none by default)."""
         return None
 
-    async def initialize(
-        self,
-        protocol_version: int,
-        client_capabilities: ClientCapabilities | None = None,
-        client_info: Implementation | None = None,
-        **kwargs: Any,
-    ) -> InitializeResponse:
-        """See the class docstring."""
-        self.init_meta = kwargs.get("dsh")
-        info = None
-        if self.agent_name is not None:
-            info = Implementation(name=self.agent_name, version=self.agent_version)
-        return InitializeResponse(
-            protocol_version=self.protocol_version,
-            agent_capabilities=self.capabilities(),
-            agent_info=info,
-        )
-
-    async def new_session(
-        self,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
+    async def open_session(
+        self, cwd: str, mcp_servers: list[McpServer], meta: dict[str, Any]
     ) -> NewSessionResponse:
         """See the class docstring."""
         self.opened += 1
         session_id = self.new_session_id()
-        self.sessions[session_id] = AcpTestSession(cwd, kwargs.get("dsh"))
+        self.sessions[session_id] = AcpTestSession(cwd, meta.get("dsh"))
         modes = self.session_modes(session_id)
         return NewSessionResponse(session_id=session_id, modes=modes)
 

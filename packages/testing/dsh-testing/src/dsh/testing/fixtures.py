@@ -11,13 +11,15 @@
 * Harnesses: :func:`keyed_conformance` (a child on the keyed model),
   :func:`in_process_conformance`, :func:`prompt_behaviour_conformance` and
   :func:`in_process_faults` (in-process providers), :func:`fault_sleep_installer`,
-  :data:`FAST_GRACES`, :func:`until_asked`.
+  :data:`FAST_GRACES`, :func:`until_asked`, :func:`child_process_case`.
+* Progress: :func:`progress_and_result` (a run's, to its end),
+  :func:`assert_one_grandchild` (a delegation one level further down).
 * Turns: :data:`ONE_TOOL_CALL_TURN`, :func:`call_then_echo`, :func:`tool_results`,
   :func:`result_text`, :func:`last_user_kind`.
 """
 
 from dsh.testing._fixtures._acp_child import dsh_acp_child
-from dsh.testing._fixtures._faults import FAST_GRACES, until_asked
+from dsh.testing._fixtures._faults import FAST_GRACES, child_process_case, until_asked
 from dsh.testing._fixtures._harnesses import keyed_conformance
 from dsh.testing._fixtures._in_process import (
     fault_sleep_installer,
@@ -40,6 +42,7 @@ from dsh.testing._fixtures._presets import (
     plugin_rows,
     toml_value,
 )
+from dsh.testing._fixtures._progress import assert_one_grandchild, progress_and_result
 from dsh.testing._fixtures._rig import ProviderRig, scripted_context
 from dsh.testing._fixtures._serving import ServingProcess, start_serving
 from dsh.testing._fixtures._turns import (
@@ -60,8 +63,10 @@ __all__ = [
     "SPAWN_SUBAGENT_TOOL",
     "ProviderRig",
     "ServingProcess",
+    "assert_one_grandchild",
     "call_then_echo",
     "calling_replies",
+    "child_process_case",
     "delegate_rule",
     "delegating_parent",
     "dsh_acp_child",
@@ -74,6 +79,7 @@ __all__ = [
     "keyed_rule",
     "last_user_kind",
     "plugin_rows",
+    "progress_and_result",
     "prompt_behaviour_conformance",
     "result_text",
     "scripted_context",

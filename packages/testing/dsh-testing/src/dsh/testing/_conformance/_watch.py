@@ -9,7 +9,6 @@ import contextvars
 import weakref
 from collections.abc import AsyncIterator, Coroutine, Generator
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any
 
 from dsh.core import Agent, BusEvent, Context
@@ -76,12 +75,7 @@ class TaskWatch:
         self._token = _WATCH.set(self)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._token is not None:
             _WATCH.reset(self._token)
         loop = self._loop

@@ -19,6 +19,7 @@ import pytest
 
 from dsh.tape import TapeProxy, read_tape
 from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.fixtures import plugin_rows, toml_value
 from dsh.testing.model_servers import (
     AnthropicMessagesServer,
     ChatReply,
@@ -277,4 +278,87 @@ def test_a_codex_run_replays_with_the_server_stopped(tmp_path: Path) -> None:
     assert replayed.stdout == recorded.stdout
     assert proxy.divergence is None
     assert (proxy.replayed, proxy.remaining) == (calls, 0)
+    assert_no_new_processes(before, within=5.0)
+
+
+PRODUCTS_TASK = "LEADTASK: ask codex and claude code to say hi"
+
+
+def products_answer(request: RecordedRequest) -> ChatReply:
+    """The lead: one delegation to codex, one to Claude Code, then both answers."""
+    results = [_text(m["content"]) for m in request.json["messages"] if m["role"] == "tool"]
+    steps = [
+        ChatToolCall("subagent_codex", {"description": "codex", "prompt": "CODEXTASK say hi"}),
+        ChatToolCall("subagent_claude", {"description": "claude", "prompt": "CCTASK say hi"}),
+    ]
+    if len(results) < len(steps):
+        return ChatReply(tool_calls=[steps[len(results)]])
+    return ChatReply(text="lead heard: " + " | ".join(r.replace("\n", " ") for r in results))
+
+
+def products_preset(codex: str, codex_env: dict[str, str], claude_env: dict[str, str]) -> str:
+    """The lead on the environment's model, a codex row and a claude-code row with a
+    tool each; the products pointed at the fake servers as their own tests do."""
+    codex_row = {
+        "command": codex,
+        "codex_home": codex_env["CODEX_HOME"],
+        "env": {k: v for k, v in codex_env.items() if k != "CODEX_HOME"},
+        "turn_timeout": 60,
+    }
+    claude_row = {"env": claude_env, "model": "claude-sonnet-4-5", "turn_timeout": 60}
+    tools = ""
+    for provider, tool in (("codex", "subagent_codex"), ("claude-code", "subagent_claude")):
+        config = {"provider": provider, "tool_name": tool, "max_depth": "provider-managed"}
+        tools += f'\n[[plugin]]\nid = "tool-{provider}"\nname = "dsh-tool-subagent"\n'
+        tools += f"config = {toml_value(config)}\n"
+    return (
+        '[agent]\npersona = "You are the tape test lead."\n'
+        + plugin_rows(
+            "dsh-llm-openai",
+            ("dsh-subagent-codex", codex_row),
+            ("dsh-subagent-claude-code", claude_row),
+        )
+        + tools
+    )
+
+
+def test_codex_and_claude_code_rows_record_and_replay_through_the_run_tape(
+    tmp_path: Path,
+) -> None:
+    """Issue 24's second must-show: ``dsh run --record`` with a lead that delegates to
+    the real codex and the real Claude Code through their providers; with every fake
+    server stopped and no key set, ``dsh run --replay`` gives the same final output.
+    The providers route the products through the tape by ``DSH_TAPE_PROXY``."""
+    codex = _codex()
+    work, tape, preset = tmp_path / "work", tmp_path / "tape", tmp_path / "products.toml"
+    work.mkdir()
+    before = live_children()
+    with (
+        OpenAIChatServer(default=products_answer, api_key=KEY) as lead,
+        OpenAIResponsesServer(default=ResponsesReply(text="codex says hi")) as responses,
+        AnthropicMessagesServer(default=MessagesReply(text="claude says hi")) as messages,
+    ):
+        codex_env = codex_offline_env(responses.api_base, tmp_path / "codex")
+        claude_env = claude_code_env(messages.api_base, tmp_path / "claude")
+        preset.write_text(products_preset(codex, codex_env, claude_env))
+        env = clean_env(OPENAI_BASE_URL=lead.api_base, OPENAI_API_KEY=KEY)
+        recorded = dsh_run(work, preset, env, "--record", str(tape), task=PRODUCTS_TASK)
+        calls = {
+            "openai": len(lead.requests),
+            "codex": len(responses.requests),
+            "claude-code": len(messages.requests),
+        }
+    assert recorded.returncode == 0, recorded.stderr
+    assert "not on the tape" not in recorded.stderr  # no notice names the product rows
+    assert "codex says hi" in recorded.stdout
+    assert "claude says hi" in recorded.stdout
+    assert min(calls.values()) >= 1
+    labels = [e["label"] for e in read_tape(tape).exchanges]
+    assert {label: labels.count(label) for label in calls} == calls
+
+    replayed = dsh_run(work, preset, clean_env(), "--replay", str(tape), task=PRODUCTS_TASK)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert f"replayed {sum(calls.values())} model calls" in replayed.stderr
+    assert "were not asked for" not in replayed.stderr
     assert_no_new_processes(before, within=5.0)

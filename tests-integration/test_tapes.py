@@ -285,19 +285,31 @@ PRODUCTS_TASK = "LEADTASK: ask codex and claude code to say hi"
 
 
 def products_answer(request: RecordedRequest) -> ChatReply:
-    """The lead: one delegation to codex, one to Claude Code, then both answers."""
+    """An agent with a ``subagent_acp`` tool hands the task to a ``dsh acp`` child; the
+    agent with the product tools delegates to codex, then to Claude Code, then answers
+    with both answers."""
+    tools = {t["function"]["name"] for t in request.json.get("tools") or ()}
     results = [_text(m["content"]) for m in request.json["messages"] if m["role"] == "tool"]
     steps = [
         ChatToolCall("subagent_codex", {"description": "codex", "prompt": "CODEXTASK say hi"}),
         ChatToolCall("subagent_claude", {"description": "claude", "prompt": "CCTASK say hi"}),
     ]
+    if "subagent_acp" in tools:
+        steps = [ChatToolCall("subagent_acp", {"description": "mid", "prompt": "MIDTASK"})]
     if len(results) < len(steps):
         return ChatReply(tool_calls=[steps[len(results)]])
-    return ChatReply(text="lead heard: " + " | ".join(r.replace("\n", " ") for r in results))
+    return ChatReply(text="heard: " + " | ".join(r.replace("\n", " ") for r in results))
+
+
+def tool_row(provider: str, tool: str) -> str:
+    config = {"provider": provider, "tool_name": tool, "max_depth": "provider-managed"}
+    return f'\n[[plugin]]\nid = "tool-{provider}"\nname = "dsh-tool-subagent"\n' + (
+        f"config = {toml_value(config)}\n"
+    )
 
 
 def products_preset(codex: str, codex_env: dict[str, str], claude_env: dict[str, str]) -> str:
-    """The lead on the environment's model, a codex row and a claude-code row with a
+    """An agent on the environment's model, a codex row and a claude-code row with a
     tool each; the products pointed at the fake servers as their own tests do."""
     codex_row = {
         "command": codex,
@@ -306,29 +318,45 @@ def products_preset(codex: str, codex_env: dict[str, str], claude_env: dict[str,
         "turn_timeout": 60,
     }
     claude_row = {"env": claude_env, "model": "claude-sonnet-4-5", "turn_timeout": 60}
-    tools = ""
-    for provider, tool in (("codex", "subagent_codex"), ("claude-code", "subagent_claude")):
-        config = {"provider": provider, "tool_name": tool, "max_depth": "provider-managed"}
-        tools += f'\n[[plugin]]\nid = "tool-{provider}"\nname = "dsh-tool-subagent"\n'
-        tools += f"config = {toml_value(config)}\n"
     return (
-        '[agent]\npersona = "You are the tape test lead."\n'
+        '[agent]\npersona = "You are the tape test agent."\n'
         + plugin_rows(
             "dsh-llm-openai",
             ("dsh-subagent-codex", codex_row),
             ("dsh-subagent-claude-code", claude_row),
         )
-        + tools
+        + tool_row("codex", "subagent_codex")
+        + tool_row("claude-code", "subagent_claude")
     )
 
 
+def acp_lead_preset(child_preset: Path, *state_dirs: Path) -> str:
+    """A lead whose only delegation is to a ``dsh acp`` child on ``child_preset``
+    (``state_dirs``: where the products below it write, writable in its sandbox)."""
+    acp = {
+        "state_dirs": [str(d) for d in state_dirs],
+        "command": sys.executable,
+        "args": ["-m", "dsh.cli", "acp", "--preset", str(child_preset)],
+        "permission": "reject",
+        "depth_limit": True,
+        "passthrough_env": ["OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"],
+    }
+    return (
+        '[agent]\npersona = "You are the tape test lead."\n'
+        + plugin_rows("dsh-llm-openai", ("dsh-subagent-acp", acp))
+        + tool_row("acp", "subagent_acp")
+    )
+
+
+@pytest.mark.parametrize("where", ["in-the-lead", "in-a-dsh-acp-child"])
 def test_codex_and_claude_code_rows_record_and_replay_through_the_run_tape(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
-    """Issue 24's second must-show: ``dsh run --record`` with a lead that delegates to
-    the real codex and the real Claude Code through their providers; with every fake
-    server stopped and no key set, ``dsh run --replay`` gives the same final output.
-    The providers route the products through the tape by ``DSH_TAPE_PROXY``."""
+    """Issue 24's second must-show: ``dsh run --record`` with an agent that delegates
+    to the real codex and the real Claude Code through their providers — the lead
+    itself, or a ``dsh acp`` child of it (its providers learn of the tape from
+    ``DSH_TAPE_PROXY``) — then, with every fake server stopped and no key set,
+    ``dsh run --replay`` gives the same final output."""
     codex = _codex()
     work, tape, preset = tmp_path / "work", tmp_path / "tape", tmp_path / "products.toml"
     work.mkdir()
@@ -340,9 +368,17 @@ def test_codex_and_claude_code_rows_record_and_replay_through_the_run_tape(
     ):
         codex_env = codex_offline_env(responses.api_base, tmp_path / "codex")
         claude_env = claude_code_env(messages.api_base, tmp_path / "claude")
-        preset.write_text(products_preset(codex, codex_env, claude_env))
+        products = products_preset(codex, codex_env, claude_env)
+        if where == "in-the-lead":
+            preset.write_text(products)
+        else:
+            (tmp_path / "child.toml").write_text(products)
+            homes = (tmp_path / "codex", tmp_path / "claude")
+            preset.write_text(acp_lead_preset(tmp_path / "child.toml", *homes))
         env = clean_env(OPENAI_BASE_URL=lead.api_base, OPENAI_API_KEY=KEY)
+        started = time.monotonic()
         recorded = dsh_run(work, preset, env, "--record", str(tape), task=PRODUCTS_TASK)
+        record_seconds = time.monotonic() - started
         calls = {
             "openai": len(lead.requests),
             "codex": len(responses.requests),
@@ -356,9 +392,12 @@ def test_codex_and_claude_code_rows_record_and_replay_through_the_run_tape(
     labels = [e["label"] for e in read_tape(tape).exchanges]
     assert {label: labels.count(label) for label in calls} == calls
 
+    started = time.monotonic()
     replayed = dsh_run(work, preset, clean_env(), "--replay", str(tape), task=PRODUCTS_TASK)
+    replay_seconds = time.monotonic() - started
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == recorded.stdout
     assert f"replayed {sum(calls.values())} model calls" in replayed.stderr
     assert "were not asked for" not in replayed.stderr
+    print(f"{where}: {calls}, record {record_seconds:.2f} s, replay {replay_seconds:.2f} s")
     assert_no_new_processes(before, within=5.0)

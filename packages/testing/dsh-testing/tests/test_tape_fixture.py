@@ -17,25 +17,42 @@ pytestmark = pytest.mark.timeout(120)
 
 PROJECT_TESTS = """\
 import contextlib
+import json
 import os
+import subprocess
+import sys
 
 import httpx
 
 from dsh.testing.model_servers import ChatReply, OpenAIChatServer
+
+# A child process finds the tape by DSH_TAPE_PROXY, as a codex or claude-code provider does.
+CHILD = '''
+import json, os, sys, httpx
+from dsh.subagent.kit import taped_url
+base = taped_url(os.environ.get("UPSTREAM") or "http://127.0.0.1:9/gone", "child")
+reply = httpx.post(base + "/chat/completions", json=json.loads(sys.argv[1]))
+print("CHILD", reply.status_code, reply.json()["choices"][0]["message"]["content"])
+'''
 
 
 def test_hello(tape):
     with contextlib.ExitStack() as stack:
         upstreams = {}
         if tape.recording:
-            server = stack.enter_context(OpenAIChatServer(ChatReply(text="hello from the tape")))
+            server = stack.enter_context(OpenAIChatServer(default=ChatReply(text="hello tape")))
             upstreams["openai"] = server.api_base
+            os.environ["UPSTREAM"] = server.api_base
         proxy = tape(os.environ.get("TAPE_NAME", "hello"), **upstreams)
         assert os.environ["DSH_TAPE_PROXY"] == proxy.proxy_url
         request = {"model": "m", "messages": [{"role": "user", "content": os.environ["PROMPT"]}]}
         reply = httpx.post(proxy.base_url("openai") + "/chat/completions", json=request)
         assert reply.status_code == 200, reply.text
         print("ANSWER", reply.json()["choices"][0]["message"]["content"])
+        request["model"] = "child"
+        child = [sys.executable, "-c", CHILD, json.dumps(request)]
+        done = subprocess.run(child, capture_output=True, text=True, timeout=30)
+        print(done.stdout, done.stderr)
 """
 
 
@@ -62,14 +79,16 @@ def test_a_tape_recorded_in_one_session_replays_in_the_next(tmp_path: Path) -> N
 
     recorded = session(tmp_path, "--record-tapes")
     assert recorded.startswith("exit 0"), recorded
-    assert "ANSWER hello from the tape" in recorded
+    assert "ANSWER hello tape" in recorded
     tape_file = tmp_path / "tapes" / "hello" / "tape.jsonl"
     lines = [json.loads(line) for line in tape_file.read_text().splitlines()]
-    assert [line.get("path") for line in lines] == [None, "/chat/completions"]
+    assert [line.get("label") for line in lines] == [None, "openai", "child"]
+    assert "CHILD 200 hello tape" in recorded
 
     replayed = session(tmp_path)  # no server runs: the tape answers
     assert replayed.startswith("exit 0"), replayed
-    assert "ANSWER hello from the tape" in replayed
+    assert "ANSWER hello tape" in replayed
+    assert "CHILD 200 hello tape" in replayed  # the child, through DSH_TAPE_PROXY
 
     changed = session(tmp_path, prompt="hello?")
     assert changed.startswith("exit 1"), changed
@@ -85,4 +104,4 @@ def test_a_tape_recorded_in_one_session_replays_in_the_next(tmp_path: Path) -> N
 
     again = session(tmp_path, "--record-tapes")  # re-recording replaces the tape
     assert again.startswith("exit 0"), again
-    assert len(tape_file.read_text().splitlines()) == 2
+    assert len(tape_file.read_text().splitlines()) == 3

@@ -308,15 +308,20 @@ def tool_row(provider: str, tool: str) -> str:
     )
 
 
-def products_preset(codex: str, codex_env: dict[str, str], claude_env: dict[str, str]) -> str:
-    """An agent on the environment's model, a codex row and a claude-code row with a
-    tool each; the products pointed at the fake servers as their own tests do."""
-    codex_row = {
+def products_preset(
+    codex: str, codex_env: dict[str, str], claude_env: dict[str, str], *, pool: bool = False
+) -> str:
+    """An agent on the environment's model, a codex row (``pool``: with a warm
+    app-server) and a claude-code row with a tool each; the products pointed at the fake
+    servers as their own tests do."""
+    codex_row: dict[str, Any] = {
         "command": codex,
         "codex_home": codex_env["CODEX_HOME"],
         "env": {k: v for k, v in codex_env.items() if k != "CODEX_HOME"},
         "turn_timeout": 60,
     }
+    if pool:
+        codex_row["pool"] = {"size": 1}
     claude_row = {"env": claude_env, "model": "claude-sonnet-4-5", "turn_timeout": 60}
     return (
         '[agent]\npersona = "You are the tape test agent."\n'
@@ -348,15 +353,15 @@ def acp_lead_preset(child_preset: Path, *state_dirs: Path) -> str:
     )
 
 
-@pytest.mark.parametrize("where", ["in-the-lead", "in-a-dsh-acp-child"])
+@pytest.mark.parametrize("where", ["in-the-lead", "in-the-lead-warm-pool", "in-a-dsh-acp-child"])
 def test_codex_and_claude_code_rows_record_and_replay_through_the_run_tape(
     tmp_path: Path, where: str
 ) -> None:
     """Issue 24's second must-show: ``dsh run --record`` with an agent that delegates
     to the real codex and the real Claude Code through their providers — the lead
-    itself, or a ``dsh acp`` child of it (its providers learn of the tape from
-    ``DSH_TAPE_PROXY``) — then, with every fake server stopped and no key set,
-    ``dsh run --replay`` gives the same final output."""
+    itself (codex started per run, or warm in a pool), or a ``dsh acp`` child of it
+    (its providers learn of the tape from ``DSH_TAPE_PROXY``) — then, with every fake
+    server stopped and no key set, ``dsh run --replay`` gives the same final output."""
     codex = _codex()
     work, tape, preset = tmp_path / "work", tmp_path / "tape", tmp_path / "products.toml"
     work.mkdir()
@@ -368,8 +373,8 @@ def test_codex_and_claude_code_rows_record_and_replay_through_the_run_tape(
     ):
         codex_env = codex_offline_env(responses.api_base, tmp_path / "codex")
         claude_env = claude_code_env(messages.api_base, tmp_path / "claude")
-        products = products_preset(codex, codex_env, claude_env)
-        if where == "in-the-lead":
+        products = products_preset(codex, codex_env, claude_env, pool=where.endswith("pool"))
+        if where.startswith("in-the-lead"):
             preset.write_text(products)
         else:
             (tmp_path / "child.toml").write_text(products)

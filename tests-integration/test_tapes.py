@@ -19,6 +19,7 @@ import pytest
 
 from dsh.tape import TapeProxy, read_tape
 from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.fixtures import plugin_rows, toml_value
 from dsh.testing.model_servers import (
     AnthropicMessagesServer,
     ChatReply,
@@ -277,4 +278,131 @@ def test_a_codex_run_replays_with_the_server_stopped(tmp_path: Path) -> None:
     assert replayed.stdout == recorded.stdout
     assert proxy.divergence is None
     assert (proxy.replayed, proxy.remaining) == (calls, 0)
+    assert_no_new_processes(before, within=5.0)
+
+
+PRODUCTS_TASK = "LEADTASK: ask codex and claude code to say hi"
+
+
+def products_answer(request: RecordedRequest) -> ChatReply:
+    """An agent with a ``subagent_acp`` tool hands the task to a ``dsh acp`` child; the
+    agent with the product tools delegates to codex, then to Claude Code, then answers
+    with both answers."""
+    tools = {t["function"]["name"] for t in request.json.get("tools") or ()}
+    results = [_text(m["content"]) for m in request.json["messages"] if m["role"] == "tool"]
+    steps = [
+        ChatToolCall("subagent_codex", {"description": "codex", "prompt": "CODEXTASK say hi"}),
+        ChatToolCall("subagent_claude", {"description": "claude", "prompt": "CCTASK say hi"}),
+    ]
+    if "subagent_acp" in tools:
+        steps = [ChatToolCall("subagent_acp", {"description": "mid", "prompt": "MIDTASK"})]
+    if len(results) < len(steps):
+        return ChatReply(tool_calls=[steps[len(results)]])
+    return ChatReply(text="heard: " + " | ".join(r.replace("\n", " ") for r in results))
+
+
+def tool_row(provider: str, tool: str) -> str:
+    config = {"provider": provider, "tool_name": tool, "max_depth": "provider-managed"}
+    return f'\n[[plugin]]\nid = "tool-{provider}"\nname = "dsh-tool-subagent"\n' + (
+        f"config = {toml_value(config)}\n"
+    )
+
+
+def products_preset(
+    codex: str, codex_env: dict[str, str], claude_env: dict[str, str], *, pool: bool = False
+) -> str:
+    """An agent on the environment's model, a codex row (``pool``: with a warm
+    app-server) and a claude-code row with a tool each; the products pointed at the fake
+    servers as their own tests do."""
+    codex_row: dict[str, Any] = {
+        "command": codex,
+        "codex_home": codex_env["CODEX_HOME"],
+        "env": {k: v for k, v in codex_env.items() if k != "CODEX_HOME"},
+        "turn_timeout": 60,
+    }
+    if pool:
+        codex_row["pool"] = {"size": 1}
+    claude_row = {"env": claude_env, "model": "claude-sonnet-4-5", "turn_timeout": 60}
+    return (
+        '[agent]\npersona = "You are the tape test agent."\n'
+        + plugin_rows(
+            "dsh-llm-openai",
+            ("dsh-subagent-codex", codex_row),
+            ("dsh-subagent-claude-code", claude_row),
+        )
+        + tool_row("codex", "subagent_codex")
+        + tool_row("claude-code", "subagent_claude")
+    )
+
+
+def acp_lead_preset(child_preset: Path, *state_dirs: Path) -> str:
+    """A lead whose only delegation is to a ``dsh acp`` child on ``child_preset``
+    (``state_dirs``: where the products below it write, writable in its sandbox)."""
+    acp = {
+        "state_dirs": [str(d) for d in state_dirs],
+        "command": sys.executable,
+        "args": ["-m", "dsh.cli", "acp", "--preset", str(child_preset)],
+        "permission": "reject",
+        "depth_limit": True,
+        "passthrough_env": ["OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"],
+    }
+    return (
+        '[agent]\npersona = "You are the tape test lead."\n'
+        + plugin_rows("dsh-llm-openai", ("dsh-subagent-acp", acp))
+        + tool_row("acp", "subagent_acp")
+    )
+
+
+@pytest.mark.parametrize("where", ["in-the-lead", "in-the-lead-warm-pool", "in-a-dsh-acp-child"])
+def test_codex_and_claude_code_rows_record_and_replay_through_the_run_tape(
+    tmp_path: Path, where: str
+) -> None:
+    """Issue 24's second must-show: ``dsh run --record`` with an agent that delegates
+    to the real codex and the real Claude Code through their providers — the lead
+    itself (codex started per run, or warm in a pool), or a ``dsh acp`` child of it
+    (its providers learn of the tape from ``DSH_TAPE_PROXY``) — then, with every fake
+    server stopped and no key set, ``dsh run --replay`` gives the same final output."""
+    codex = _codex()
+    work, tape, preset = tmp_path / "work", tmp_path / "tape", tmp_path / "products.toml"
+    work.mkdir()
+    before = live_children()
+    with (
+        OpenAIChatServer(default=products_answer, api_key=KEY) as lead,
+        OpenAIResponsesServer(default=ResponsesReply(text="codex says hi")) as responses,
+        AnthropicMessagesServer(default=MessagesReply(text="claude says hi")) as messages,
+    ):
+        codex_env = codex_offline_env(responses.api_base, tmp_path / "codex")
+        claude_env = claude_code_env(messages.api_base, tmp_path / "claude")
+        products = products_preset(codex, codex_env, claude_env, pool=where.endswith("pool"))
+        if where.startswith("in-the-lead"):
+            preset.write_text(products)
+        else:
+            (tmp_path / "child.toml").write_text(products)
+            homes = (tmp_path / "codex", tmp_path / "claude")
+            preset.write_text(acp_lead_preset(tmp_path / "child.toml", *homes))
+        env = clean_env(OPENAI_BASE_URL=lead.api_base, OPENAI_API_KEY=KEY)
+        started = time.monotonic()
+        recorded = dsh_run(work, preset, env, "--record", str(tape), task=PRODUCTS_TASK)
+        record_seconds = time.monotonic() - started
+        calls = {
+            "openai": len(lead.requests),
+            "codex": len(responses.requests),
+            "claude-code": len(messages.requests),
+        }
+    assert recorded.returncode == 0, recorded.stderr
+    assert "not on the tape" not in recorded.stderr  # no notice names the product rows
+    assert "codex says hi" in recorded.stdout
+    assert "claude says hi" in recorded.stdout
+    assert min(calls.values()) >= 1
+    labels = [e["label"] for e in read_tape(tape).exchanges]
+    assert {label: labels.count(label) for label in calls} == calls
+
+    started = time.monotonic()
+    replayed = dsh_run(work, preset, clean_env(), "--replay", str(tape), task=PRODUCTS_TASK)
+    replay_seconds = time.monotonic() - started
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert f"replayed {sum(calls.values())} model calls" in replayed.stderr
+    assert "were not asked for" not in replayed.stderr
+    print(f"{where}: {calls}, record {record_seconds:.2f} s, replay {replay_seconds:.2f} s")
     assert_no_new_processes(before, within=5.0)

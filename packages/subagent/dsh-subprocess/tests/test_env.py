@@ -109,3 +109,17 @@ def test_subprocess_config_fields() -> None:
         SubprocessConfig(command="agent", turn_timout=5)  # type: ignore[call-arg]
     with pytest.raises(ValidationError):
         SubprocessConfig(command="")
+
+
+def test_a_provider_child_gets_the_run_tape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DSH_TAPE_PROXY`` passes the scrub of every provider's child (as the lineage
+    does): a ``dsh acp`` child's own codex or claude-code rows use the same tape."""
+    from dsh.subagent.kit import TAPE_PROXY_VARIABLE
+    from dsh.subprocess import provider_env
+
+    config = SubprocessConfig()
+    monkeypatch.delenv(TAPE_PROXY_VARIABLE, raising=False)
+    assert TAPE_PROXY_VARIABLE not in provider_env(config)
+    monkeypatch.setenv(TAPE_PROXY_VARIABLE, "http://127.0.0.1:1/token")
+    assert provider_env(config)[TAPE_PROXY_VARIABLE] == "http://127.0.0.1:1/token"
+    assert TAPE_PROXY_VARIABLE not in scrubbed_env()  # only a provider's children get it

@@ -5,6 +5,9 @@ The run's model is the environment's (:func:`dsh.core.model_from_env`); the prox
 takes its place by ``OPENAI_BASE_URL`` — in the process's environment, so the lead,
 its in-process children and every child process that is handed the model's variables
 (``passthrough_env`` of an ``acp`` row, as the standard preset's) all reach it.
+``DSH_TAPE_PROXY`` (:data:`dsh.subagent.kit.TAPE_PROXY_VARIABLE`) announces the proxy
+to every provider's child process, and the codex and claude-code providers (in this
+process or in a ``dsh acp`` child) route their product's model calls through it.
 Recording forwards to the model the environment named, with its key; replaying needs
 neither a server nor a key, and the model name comes from the tape's header unless
 ``OPENAI_MODEL`` is set.
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from dsh.cli._safe_text import strip_controls
 from dsh.core import Preset
 from dsh.core.models import EnvModel
+from dsh.subagent.kit import TAPE_PROXY_VARIABLE
 
 if TYPE_CHECKING:
     from dsh.tape import TapeProxy
@@ -30,10 +34,7 @@ __all__ = ["TapeUsageError", "recorded_or_replayed", "report_tape", "unrecorded_
 LABEL = "openai"
 """The proxy label of the run's (OpenAI-compatible) model API."""
 
-_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
-# Providers whose children call a model in a process of their own, configured by the
-# provider rather than by OPENAI_BASE_URL (not pointed at the proxy yet).
-_OWN_MODEL_PROVIDERS = ("dsh-subagent-codex", "dsh-subagent-claude-code")
+_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY", TAPE_PROXY_VARIABLE)
 
 
 class TapeUsageError(Exception):
@@ -45,8 +46,9 @@ def recorded_or_replayed(
     *, record: str | None, replay: str | None, preset: Preset, env_model: EnvModel | None
 ) -> Iterator[TapeProxy | None]:
     """A started :class:`~dsh.tape.TapeProxy` for the run (None without either option),
-    with ``OPENAI_BASE_URL`` (and ``OPENAI_MODEL``, ``OPENAI_API_KEY``) pointed at it in
-    ``os.environ`` until the block ends. :class:`TapeUsageError` when it cannot be."""
+    with ``OPENAI_BASE_URL`` (and ``OPENAI_MODEL``, ``OPENAI_API_KEY``) pointed at it and
+    ``DSH_TAPE_PROXY`` naming it in ``os.environ`` until the block ends.
+    :class:`TapeUsageError` when it cannot be."""
     if record is None and replay is None:
         yield None
         return
@@ -75,7 +77,7 @@ def recorded_or_replayed(
             if replay is not None:
                 model = os.environ.get("OPENAI_MODEL") or proxy.header.get("model")
                 variables = {"OPENAI_MODEL": str(model) if model else None, "OPENAI_API_KEY": None}
-            _set_env({**variables, "OPENAI_BASE_URL": proxy.base_url(LABEL)})
+            _set_env({**variables, "OPENAI_BASE_URL": proxy.base_url(LABEL), **proxy.env()})
             yield proxy
         finally:
             proxy.close()
@@ -85,8 +87,9 @@ def recorded_or_replayed(
 
 def unrecorded_rows(preset: Preset) -> list[str]:
     """What in ``preset`` runs children whose model calls would miss the tape: ``acp``
-    rows that do not hand ``OPENAI_BASE_URL`` on (``passthrough_env`` or ``env``), and
-    the codex and claude-code rows (each a line for a notice)."""
+    rows that do not hand ``OPENAI_BASE_URL`` on (``passthrough_env`` or ``env``), each
+    a line for a notice. (The codex and claude-code rows route their children through
+    the tape by ``DSH_TAPE_PROXY``.)"""
     found: list[str] = []
     for index, row in enumerate(preset.plugin):
         if row.disabled:
@@ -98,11 +101,6 @@ def unrecorded_rows(preset: Preset) -> list[str]:
                     f"{row.describe(index)} does not pass OPENAI_BASE_URL to its children"
                     " (passthrough_env): their model calls are not on the tape"
                 )
-        elif row.name in _OWN_MODEL_PROVIDERS:
-            found.append(
-                f"{row.describe(index)}: the model calls of its children are not on the tape"
-                " (not supported yet)"
-            )
     return found
 
 

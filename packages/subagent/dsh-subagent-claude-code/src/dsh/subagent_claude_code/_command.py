@@ -11,9 +11,24 @@ import importlib.util
 import os
 
 from dsh.subagent import StartFailed
+from dsh.subagent.kit import taped_url
 from dsh.subagent_claude_code._config import ClaudeCodeConfig
 
-__all__ = ["asks_for_permission", "bundled_cli", "cli_argv", "env_defaults", "resolve_cli"]
+__all__ = [
+    "ANTHROPIC_API",
+    "TAPE_LABEL",
+    "asks_for_permission",
+    "bundled_cli",
+    "cli_argv",
+    "env_defaults",
+    "resolve_cli",
+    "through_tape",
+]
+
+ANTHROPIC_API = "https://api.anthropic.com"
+"""The CLI's model API when ``ANTHROPIC_BASE_URL`` does not name another."""
+TAPE_LABEL = "claude-code"
+"""The label of the CLI's model calls on a tape."""
 
 
 def bundled_cli() -> str | None:
@@ -82,3 +97,14 @@ def env_defaults() -> dict[str, str]:
         "CLAUDE_AGENT_SDK_VERSION": version,
         "CLAUDE_CODE_SDK_READS_SESSION_STATE": "1",
     }
+
+
+def through_tape(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with ``ANTHROPIC_BASE_URL`` routed through the run's tape proxy when
+    ``env`` names one (``DSH_TAPE_PROXY``, see :func:`dsh.subagent.kit.taped_url`);
+    changed in place and returned."""
+    upstream = env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_API
+    taped = taped_url(upstream, TAPE_LABEL, env)
+    if taped != upstream:
+        env["ANTHROPIC_BASE_URL"] = taped
+    return env

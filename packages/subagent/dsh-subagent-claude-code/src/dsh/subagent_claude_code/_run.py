@@ -22,7 +22,12 @@ from claude_agent_sdk import (
 )
 
 from dsh.subagent import SubagentResult, SubagentStartRequest, SubagentUsage
-from dsh.subagent_claude_code._command import asks_for_permission, cli_argv, env_defaults
+from dsh.subagent_claude_code._command import (
+    asks_for_permission,
+    cli_argv,
+    env_defaults,
+    through_tape,
+)
 from dsh.subagent_claude_code._config import ClaudeCodeConfig
 from dsh.subagent_claude_code._fold import RunFold
 from dsh.subagent_claude_code._transport import CLITransport
@@ -63,7 +68,8 @@ class ClaudeCodeRun(SubprocessRun):
         # W3C trace context: Claude Code (SDK/-p mode) parents its spans under TRACEPARENT/
         # TRACESTATE when its tracing is on; empty unless a tracing plugin (dsh-otel) is loaded
         trace = {k.upper(): v for k, v in self.request.parent.ctx.tracing.headers().items()}
-        self.env = self.child_env({**env_defaults(), **trace})
+        # the model calls go through the run's tape, when one is active (record or replay)
+        self.env = through_tape(self.child_env({**env_defaults(), **trace}))
         self.env["PWD"] = self.cwd
         self.env.pop("CLAUDECODE", None)  # the child is not running inside a Claude Code parent
         child = await self.spawn(

@@ -33,6 +33,7 @@ from dsh.subagent_codex._rpc import (
     ServerRequest,
     ServerRequestAnswer,
 )
+from dsh.subagent_codex._tape import codex_argv
 from dsh.subprocess import ChildProcess, PooledProcess, Sandbox, Starting, start_pooled_process
 
 __all__ = [
@@ -294,7 +295,7 @@ async def start_pooled(
             ) from exc
     return await start_pooled_process(
         starting,
-        config.argv,
+        codex_argv(config, env),
         provider=config.name,
         what=f"{config.name} app-server",
         env=env,

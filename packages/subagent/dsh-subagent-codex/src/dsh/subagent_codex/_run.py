@@ -49,6 +49,7 @@ from dsh.subagent_codex._rpc import (
     ServerRequest,
     ServerRequestAnswer,
 )
+from dsh.subagent_codex._tape import codex_argv
 from dsh.subagent_codex._turn import TurnTracker
 from dsh.subprocess import ProcessPool, SubprocessRun
 
@@ -178,9 +179,11 @@ class CodexRun(SubprocessRun):
                     f"{self.provider} provider: cannot create codex_home {config.codex_home!r}:"
                     f" {exc.strerror or exc}"
                 ) from exc
+        env = self.child_env(self.extra_env())
         child = await self.spawn(
+            codex_argv(config, env),  # the model's base URL through the run's tape, if any
             what=f"{self.provider} app-server",
-            env=self.child_env(self.extra_env()),
+            env=env,
             hint=INSTALL_HINT,
         )
         self._use(CodexAppServer(child, config))

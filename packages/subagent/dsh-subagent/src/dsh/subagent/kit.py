@@ -20,6 +20,8 @@
   :func:`plain_value` — A2A metadata (a protobuf ``Struct``) as plain Python.
 * :func:`process_max_running` — the default cap on running children a provider of
   local processes declares (``max_running = process_max_running()``): the cores.
+* :func:`taped_url` — a product's model base URL routed through the run's tape
+  proxy, which :data:`TAPE_PROXY_VARIABLE` names (unchanged when none is active).
 
 Processes (spawning in a process group, teardown, environment scrubbing) are in
 the ``dsh-subprocess`` distribution (:mod:`dsh.subprocess`).
@@ -37,6 +39,7 @@ from dsh.subagent._lineage import DEFAULT_MAX_DEPTH, LINEAGE_EXTENSION_URI, Line
 from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
 from dsh.subagent._remote import RemoteRun
 from dsh.subagent._remote_config import DEFAULT_TURN_TIMEOUT, RemoteTimeouts, Stages
+from dsh.subagent._tape_route import TAPE_PROXY_VARIABLE, taped_url
 from dsh.subagent._validation import effective_max_depth
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "DEFAULT_TURN_TIMEOUT",
     "DIAGNOSTIC_LIMIT",
     "LINEAGE_EXTENSION_URI",
+    "TAPE_PROXY_VARIABLE",
     "TRUNCATION_SUFFIX",
     "DelegationRelay",
     "Lineage",
@@ -57,5 +61,6 @@ __all__ = [
     "plain_value",
     "process_max_running",
     "redact_secrets",
+    "taped_url",
     "turn_usage",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 from dsh.core.permissions import SandboxPolicy
 from dsh.core.tracing import TRACING_SWITCH_ENV
 from dsh.subagent import StartFailed, SubagentStartRequest
-from dsh.subagent.kit import Lineage, RemoteRun
+from dsh.subagent.kit import TAPE_PROXY_VARIABLE, Lineage, RemoteRun
 from dsh.subprocess._config import SubprocessConfig
 from dsh.subprocess._cwd import resolve_child_cwd
 from dsh.subprocess._env import scrubbed_env
@@ -38,12 +38,14 @@ def provider_env(
     telemetry: bool = False,
 ) -> dict[str, str]:
     """The environment of a process of a provider configured by ``config`` (later wins):
-    the scrubbed environment with ``passthrough_env``, with ``telemetry`` this process's
-    ``OTEL_*`` variables and ``DSH_OTEL`` (tracing is on: the child exports to the same
-    place), ``lineage`` (a run's depth variables), ``extra`` (the transport's defaults),
+    the scrubbed environment with ``passthrough_env`` and the run's tape
+    (``DSH_TAPE_PROXY``, when one is active: the child and its own children record or
+    replay through it, see :func:`dsh.subagent.kit.taped_url`), with ``telemetry`` this
+    process's ``OTEL_*`` variables and ``DSH_OTEL`` (tracing is on: the child exports to
+    the same place), ``lineage`` (a run's depth variables), ``extra`` (the transport's defaults),
     the config's ``env``. Without ``lineage`` it is the same for every run: what a
     pooled process gets."""
-    env = scrubbed_env(passthrough=config.passthrough_env)
+    env = scrubbed_env(passthrough=(*config.passthrough_env, TAPE_PROXY_VARIABLE))
     if telemetry:
         env.update(
             (name, value)

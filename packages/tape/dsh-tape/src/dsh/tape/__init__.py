@@ -15,6 +15,14 @@ the API's base URL went, and the rest of the path is forwarded as is::
         if proxy.divergence is not None:
             print(proxy.divergence)  # where, and a short diff
 
+**Routes.** Every path starts with the proxy's random token (:attr:`TapeProxy.proxy_url`;
+without it: 404, so no other local process or web page can use the proxy). Besides
+``<proxy_url>/u/<label>/...`` (:meth:`TapeProxy.base_url`), the route
+``<proxy_url>/x/<label>/<base64url(upstream base URL)>/...`` forwards to the upstream
+it carries when recording (ignored when replaying): with ``DSH_TAPE_PROXY`` set to
+``proxy_url`` (:meth:`TapeProxy.env`), :func:`dsh.subagent.kit.taped_url` builds it in
+any process of a tree — the codex and claude-code providers use it.
+
 **The tape format, version 1.** ``<directory>/tape.jsonl``, UTF-8 JSON Lines, opened
 for appending; each line is written with one ``write`` and never rewritten. The first
 line of each recording is a header::

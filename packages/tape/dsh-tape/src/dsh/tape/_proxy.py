@@ -7,13 +7,14 @@ import contextlib
 import datetime
 import json
 import os
+import secrets
 import threading
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import httpx
 
@@ -43,6 +44,7 @@ from dsh.tape._http import (
     write_chunk,
     write_whole,
 )
+from dsh.tape._route import LABEL_ROUTE, RouteError, parse_target
 
 __all__ = ["TapeProxy"]
 
@@ -63,7 +65,6 @@ _HOP = {
 }
 # Response headers passed back to the client besides content-type.
 _PASS_BACK = ("retry-after", "x-request-id", "request-id")
-_PREFIX = "/u/"
 
 
 class TapeProxy:
@@ -75,6 +76,14 @@ class TapeProxy:
     upstream, and answers a request the tape does not hold with HTTP 409 (the first
     one is kept as :attr:`divergence`). Point a client at :meth:`base_url` where its
     API's base URL went. ``meta`` is written into the header line (record mode).
+
+    Every path starts with a secret token (:meth:`base_url` and :attr:`proxy_url`
+    hold it; a request without it is answered 404), so another local process or a
+    web page cannot use the proxy. Besides the labels of ``upstreams``, the route
+    ``<proxy_url>/x/<label>/<base64url(upstream)>/...`` forwards to the upstream it
+    carries (record mode; replay ignores it): what
+    :func:`dsh.subagent.kit.taped_url` builds for a product in any process of the
+    tree from ``DSH_TAPE_PROXY`` (:meth:`env`).
 
     Use as a context manager (``with`` or ``async with``) or :meth:`start` /
     :meth:`close`; closing ends every connection and joins the thread.
@@ -108,6 +117,7 @@ class TapeProxy:
         self.errors: list[Exception] = []
         """Unexpected errors while answering (each answered HTTP 500 when it could be)."""
         self._meta = dict(meta or {})
+        self._token = secrets.token_urlsafe(18)
         self._host = host
         self._timeout = timeout
         self._fd: int | None = None
@@ -140,11 +150,22 @@ class TapeProxy:
         """Replay mode: recorded exchanges not answered yet."""
         return len(self._unused)
 
-    def base_url(self, label: str) -> str:
-        """``http://127.0.0.1:<port>/u/<label>``: use it where ``label``'s base URL went."""
+    @property
+    def proxy_url(self) -> str:
+        """``http://127.0.0.1:<port>/<token>``: the value of ``DSH_TAPE_PROXY`` that
+        announces this proxy to the processes of a tree (:meth:`env`)."""
         if not self._port:
             raise RuntimeError("the tape proxy is not started")
-        return f"http://{self._host}:{self._port}{_PREFIX}{quote(label, safe='')}"
+        return f"http://{self._host}:{self._port}/{self._token}"
+
+    def base_url(self, label: str) -> str:
+        """``<proxy_url>/u/<label>``: use it where ``label``'s base URL went."""
+        return f"{self.proxy_url}{LABEL_ROUTE}{quote(label, safe='')}"
+
+    def env(self) -> dict[str, str]:
+        """``{"DSH_TAPE_PROXY": proxy_url}``: set it where a tree's processes (and the
+        codex and claude-code providers among them) should find this tape."""
+        return {"DSH_TAPE_PROXY": self.proxy_url}
 
     def start(self) -> Self:
         """Open the tape, bind and serve in a background thread; returns ``self``.
@@ -313,30 +334,30 @@ class TapeProxy:
                 writer.close()
 
     async def _handle(self, request: Request, writer: asyncio.StreamWriter) -> None:
-        if not request.target.startswith(_PREFIX):
-            message = f"tape proxy: paths start with {_PREFIX}<label>/, not {request.target!r}"
-            body = error_body(404, "not_found", redact_path(message))
-            await write_whole(writer, 404, body, "application/json", keep_alive=request.keep_alive)
-            return
-        label, slash, rest = request.target[len(_PREFIX) :].partition("/")
-        if "?" in label:
-            label, _, query = label.partition("?")
-            rest = f"?{query}"
+        route = parse_target(request.target, self._token)
+        if isinstance(route, RouteError):
+            kind = "not_found" if route.status == 404 else "bad_request"
+            body = error_body(route.status, kind, redact_path(route.message))
+            await write_whole(
+                writer, route.status, body, "application/json", keep_alive=request.keep_alive
+            )
+        elif self.mode == "record":
+            await self._forward(route.label, route.rest, request, writer, route.upstream)
         else:
-            rest = slash + rest
-        label = unquote(label)
-        if self.mode == "record":
-            await self._forward(label, rest, request, writer)
-        else:
-            await self._replay(label, rest, request, writer)
+            await self._replay(route.label, route.rest, request, writer)
 
     # -- record -----------------------------------------------------------------------
 
     async def _forward(
-        self, label: str, rest: str, request: Request, writer: asyncio.StreamWriter
+        self,
+        label: str,
+        rest: str,
+        request: Request,
+        writer: asyncio.StreamWriter,
+        upstream: str | None = None,
     ) -> None:
         keep = request.keep_alive
-        upstream = self.upstreams.get(label)
+        upstream = upstream or self.upstreams.get(label)
         if upstream is None:
             message = f"tape proxy: no upstream for label {label!r}"
             await write_whole(

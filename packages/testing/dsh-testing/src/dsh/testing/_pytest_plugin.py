@@ -11,16 +11,23 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from dsh.testing._processes import describe, live_children, reap_zombies
+from dsh.testing._tape_fixture import add_record_option
 
 __all__ = [
     "LEAK_GRACE",
     "anyio_backend",
     "no_leaked_processes",
+    "pytest_addoption",
     "pytest_configure",
     "pytest_runtest_makereport",
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--record-tapes`` (the ``tape`` fixture records instead of replaying)."""
+    add_record_option(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -27,6 +27,8 @@ from dsh.core.permissions import SandboxError
 from dsh.core.sessions import Event
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
+    Budget,
+    BudgetMeter,
     InvalidRequest,
     RunHandle,
     StartAborted,
@@ -34,10 +36,11 @@ from dsh.subagent import (
     SubagentProgress,
     SubagentResult,
     SubagentRun,
+    SubagentRuntime,
     SubagentStartRequest,
     SubagentUsage,
 )
-from dsh.subagent.kit import effective_max_depth
+from dsh.subagent.kit import BudgetMeters, effective_max_depth
 from dsh.subagent_in_process_driver._options import InProcessAgentOptions, parse_agent_options
 from dsh.subagent_in_process_driver._structured import StructuredCapture, structured_output_tool
 
@@ -65,6 +68,9 @@ _STOP_MAP = {
     "error": "error",
     "blocked": "error",
 }
+_REPORTS_COST = "reports_cost"
+"""Adapter attribute: False when the adapter never prices its calls (a ``usd`` cap is
+then refused at start)."""
 
 
 class InProcessProvider:
@@ -109,6 +115,8 @@ class InProcessProvider:
         handle = _ChildHandle(
             self.name, request, child, capture, _descriptor(self, request, child, parent)
         )
+        if request.budget is not None:
+            await _meter(handle, child, request.budget)
         handle.unlink = request.signal.on_abort(child.cancel)
         handle.watch()
         child.start(request.prompt_blocks)  # its own task: a waiter giving up must not stop it
@@ -124,6 +132,11 @@ class InProcessProvider:
             raise StartAborted(f"subagent start aborted: {request.signal.reason}")
         if request.output_schema is not None:
             raise InvalidRequest("continuable children do not take an output_schema")
+        if request.budget is not None:
+            raise InvalidRequest(
+                "continuable children do not take a budget yet; start a one-shot child"
+                " under the budget, or drop the budget"
+            )
         parent = request.parent
         if resume is None:
             child = self.create_child(request)
@@ -233,6 +246,22 @@ def _child_tools(parent: Agent, request: SubagentStartRequest) -> ToolView:
         raise InvalidRequest(str(exc)) from None
 
 
+async def _meter(handle: _ChildHandle, child: Agent, budget: Budget) -> None:
+    """Put ``handle``'s run under ``budget`` (a refused start closes the child)."""
+    if budget.usd is not None and getattr(child.model.adapter, _REPORTS_COST, None) is False:
+        await child.aclose("start failed")
+        raise InvalidRequest(
+            f"a usd budget (${budget.usd:.2f}) cannot be enforced: the child's model adapter"
+            f" ({type(child.model.adapter).__name__}) reports no cost; remove usd from the"
+            " budget or give the child a priced model"
+        )
+    meters = SubagentRuntime.of(child.ctx).meters
+    handle.meter = meters.open(child, budget, child.cancel)
+    handle.meters = meters
+    if handle.descriptor is not None:
+        handle.descriptor["budget"] = budget.to_json()
+
+
 def _descriptor(
     provider: InProcessProvider, request: SubagentStartRequest, child: Agent, parent: Agent
 ) -> dict[str, Any]:
@@ -274,6 +303,8 @@ class _ChildHandle(RunHandle):
         "capture",
         "child",
         "descriptor",
+        "meter",
+        "meters",
         "output",
         "turn_start",
         "unlink",
@@ -300,11 +331,17 @@ class _ChildHandle(RunHandle):
         """The child's model usage so far (cost and cached tokens where reported)."""
         self.watching = False
         """True while this handle is one of the child's observers."""
+        self.meter: BudgetMeter | None = None
+        """The run's budget meter (None: no budget)."""
+        self.meters: BudgetMeters | None = None
 
     # -- the child's events ------------------------------------------------------------
 
     def __call__(self, event: Event) -> None:
         kind = event.type
+        meter = self.meter
+        if meter is not None:
+            meter.observe(event)
         if kind == "assistant/message":
             data = event.data
             content = data.get("content")
@@ -326,6 +363,8 @@ class _ChildHandle(RunHandle):
         elif kind == "turn/end" and not self._settled:
             self.settle(self._outcome(event))
             self._stop_watching()  # settled: nothing more to watch
+            if meter is not None:
+                self._close_meter()
 
     def _outcome(self, end: Event) -> SubagentResult:
         output = self.output
@@ -338,6 +377,11 @@ class _ChildHandle(RunHandle):
             diagnostic = f"the subagent was blocked: {error or 'no reason given'}"
         elif error is not None:
             diagnostic = str(error)
+        meter = self.meter
+        if meter is not None and stop in ("aborted", "error"):
+            verdict = meter.verdict()  # stopped by its own budget or an ancestor's
+            if verdict is not None:
+                stop, diagnostic = verdict
         structured = None
         capture = self.capture
         if capture is not None:
@@ -384,9 +428,16 @@ class _ChildHandle(RunHandle):
             await child.aclose("subagent run disposed")
         self._release()
 
+    def _close_meter(self) -> None:
+        meter, meters = self.meter, self.meters
+        if meter is not None and meters is not None and self.child is not None:
+            meters.close(self.child.id, meter)
+
     def _release(self) -> None:
         self.unlink()
         self.unlink = _no_unlink
+        if self.meter is not None:
+            self._close_meter()
         self._stop_watching()
         self.child = None
         if not self._settled:

@@ -13,6 +13,7 @@ from dsh.core import AbortSignal, Agent, BusEvent, Context, parse_preset
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
     NO_START_CAPABILITIES,
+    Budget,
     SubagentCapabilities,
     SubagentError,
     SubagentResult,
@@ -164,8 +165,9 @@ async def test_gate_order_names_the_first_missing_capability(ctx: Context, paren
         "max_depth": 2,
         "tool_filter": ToolFilter(),
         "persona": "p",
+        "budget": Budget(tokens=10),
     }
-    order = ["output_schema", "depth_limit", "tool_filter", "persona"]
+    order = ["output_schema", "depth_limit", "tool_filter", "persona", "budget"]
     for index, name in enumerate(order):
         caps = SubagentCapabilities(**{c: c in order[:index] for c in order})
         provider = ScriptedProvider(f"p{index}", capabilities=caps)
@@ -187,6 +189,7 @@ async def test_gate_order_names_the_first_missing_capability(ctx: Context, paren
             {"output_schema": {"type": "object", "properties": {"a": {"type": 12}}}},
             "output_schema is not a valid JSON Schema at properties/a/type",
         ),
+        ({"budget": {"tokens": 5}}, "budget must be a dsh.subagent.Budget, got dict"),
     ],
 )
 async def test_invalid_requests_are_refused_naming_the_value(

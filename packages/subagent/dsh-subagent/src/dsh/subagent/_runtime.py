@@ -28,6 +28,7 @@ from dsh.subagent._errors import (
     DepthExceeded,
     Draining,
     DuplicateProvider,
+    InvalidRequest,
     ProviderNotFound,
     StartAborted,
     UnsupportedCapability,
@@ -348,6 +349,12 @@ class SubagentRuntime:
         check_budget(budget)
         if self.meters.get(agent.id) is not None:
             raise ValueError(f"agent {agent.id} already has a budget")
+        if budget.usd is not None and getattr(agent.model.adapter, "reports_cost", None) is False:
+            raise InvalidRequest(
+                f"a usd budget (${budget.usd:.2f}) cannot be enforced: the agent's model adapter"
+                f" ({type(agent.model.adapter).__name__}) reports no cost; remove the usd cap"
+                " or use a priced model"
+            )
         meter = self.meters.open(agent, budget, agent.cancel)
         unobserve = agent.observe(meter.observe, deltas=False)
 

@@ -239,17 +239,15 @@ class BudgetMeter:
 class BudgetMeters:
     """The meters of live budgeted runs and budgeted root agents, by agent id."""
 
-    __slots__ = ("_meters",)
+    __slots__ = ("by_agent",)
 
     def __init__(self) -> None:
-        self._meters: dict[str, BudgetMeter] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._meters)
+        self.by_agent: dict[str, BudgetMeter] = {}
+        """The meters by agent id (empty: no budget anywhere; starts then skip budgets)."""
 
     def get(self, agent_id: str) -> BudgetMeter | None:
         """The meter of agent ``agent_id`` (None: not metered)."""
-        return self._meters.get(agent_id)
+        return self.by_agent.get(agent_id)
 
     def prepare(
         self, name: str, provider: SubagentProvider, request: SubagentStartRequest
@@ -257,7 +255,7 @@ class BudgetMeters:
         """The request a provider gets under a budget: its ``budget`` capped by what
         the parent's tree has left, and the delegation counted against ``children``.
         Unchanged when neither the request nor the parent's tree has a budget."""
-        parent = self._meters.get(request.parent.id)
+        parent = self.by_agent.get(request.parent.id)
         if parent is None:
             return request
         if not provider.capabilities.budget:
@@ -275,13 +273,13 @@ class BudgetMeters:
     def open(self, agent: Agent, budget: Budget, stop: Stop) -> BudgetMeter:
         """A meter for ``agent`` (below its parent's meter, if any)."""
         parent_id = agent.parent_id
-        parent = self._meters.get(parent_id) if parent_id is not None else None
+        parent = self.by_agent.get(parent_id) if parent_id is not None else None
         meter = BudgetMeter(budget, parent, stop)
-        self._meters[agent.id] = meter
+        self.by_agent[agent.id] = meter
         return meter
 
     def close(self, agent_id: str, meter: BudgetMeter) -> None:
         """Forget ``agent_id``'s meter (its run settled); stops its timer."""
         meter.cancel_timer()
-        if self._meters.get(agent_id) is meter:
-            del self._meters[agent_id]
+        if self.by_agent.get(agent_id) is meter:
+            del self.by_agent[agent_id]

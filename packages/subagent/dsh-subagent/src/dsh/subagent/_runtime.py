@@ -241,7 +241,7 @@ class SubagentRuntime:
         A start that raises emits nothing and leaves nothing running.
         """
         provider = self.check_start(name, request)
-        if request.budget is not None or self.meters:  # (no budget anywhere: no work)
+        if request.budget is not None or self.meters.by_agent:  # (no budget anywhere: no work)
             request = self.meters.prepare(name, provider, request)
         gates = self._gates.get(name)
         if gates is None:

@@ -387,3 +387,28 @@ def test_request_wraps_a_string_prompt() -> None:
     assert req.prompt_text == "hello"
     with pytest.raises(TypeError, match="content block 0"):
         SubagentStartRequest([42], FakeParent(), AbortSignal())  # type: ignore[list-item,arg-type]
+
+
+async def test_a_budgeted_tree_refuses_a_provider_that_cannot_enforce_it(
+    ctx: Context, parent: Agent
+) -> None:
+    remote = ScriptedProvider("remote", capabilities=NO_START_CAPABILITIES)
+    runtime = SubagentRuntime.of(ctx)
+    runtime.register_provider(remote)
+    with pytest.raises(SubagentError) as asked:
+        await runtime.start("remote", request(parent, budget=Budget(tokens=100)))
+    assert str(asked.value) == 'subagent provider "remote" does not support the "budget" capability'
+    lift = runtime.budget_tree(parent, Budget(tokens=1000))
+    try:
+        with pytest.raises(SubagentError) as inherited:
+            await runtime.start("remote", request(parent))
+    finally:
+        lift()
+    for info in (asked, inherited):
+        assert info.value.code == "UNSUPPORTED_CAPABILITY"
+    assert "the delegation tree has a budget it could not enforce" in str(inherited.value)
+    assert remote.starts == []
+    assert runtime.live_runs() == []
+    # without the tree budget the same start runs
+    async with await runtime.start("remote", request(parent)) as run:
+        assert (await run.result).ok

@@ -5,7 +5,6 @@ nested children; nothing is left running."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import anyio
 import pytest
@@ -274,7 +273,14 @@ async def test_continuable_children_refuse_a_budget(ctx: Context) -> None:
     with pytest.raises(SubagentError) as info:
         await runtime.start_continuable("spawn", request)
     assert "do not take a budget" in str(info.value)
-
-
-def _unused(*_: Any) -> None:
-    return None
+    lift = runtime.budget_tree(parent, Budget(tokens=1000))
+    try:
+        with pytest.raises(SubagentError) as inherited:
+            await runtime.start_continuable(
+                "spawn", SubagentStartRequest("x", parent, AbortSignal())
+            )
+    finally:
+        lift()
+    assert inherited.value.code == "INVALID_REQUEST"
+    assert "this agent's delegation tree has one" in str(inherited.value)
+    assert runtime.live_runs() == []

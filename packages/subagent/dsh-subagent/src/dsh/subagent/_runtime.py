@@ -284,7 +284,13 @@ class SubagentRuntime:
     async def start_continuable(self, name: str, request: SubagentStartRequest) -> ContinuableChild:
         """Start a continuable child on provider ``name`` (one with
         ``prepare_continuable``); returns once it accepted its first message.
-        See :class:`~dsh.subagent.ContinuableChildren`."""
+        See :class:`~dsh.subagent.ContinuableChildren`. Continuable children take no
+        budget yet: one under a budgeted tree is refused (``INVALID_REQUEST``)."""
+        if self.meters.by_agent and self.meters.get(request.parent.id) is not None:
+            raise InvalidRequest(
+                "continuable children do not take a budget yet, and this agent's delegation"
+                " tree has one; delegate with a one-shot child instead"
+            )
         return await self.continuable.start(name, request)
 
     def check_start(self, name: str, request: SubagentStartRequest) -> SubagentProvider:

@@ -117,6 +117,15 @@ async def test_time_budget_stops_at_the_time_limit(ctx: Context, provider: str) 
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+async def test_time_budget_stops_a_child_stuck_in_a_model_call(ctx: Context, provider: str) -> None:
+    parent = ctx.agents.create(model=model(lambda request: ScriptedReply(hang=True)))
+    result = await run_child(ctx, parent, provider, Budget(seconds=0.2))
+    assert result.stop_reason == "budget"
+    assert result.diagnostic is not None
+    assert result.diagnostic.startswith("time budget 0.2 s reached: ")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_children_budget_refuses_the_next_delegation(ctx: Context, provider: str) -> None:
     await ctx.plugins.load("dsh-tool-subagent", {"provider": "spawn"}, id="subagent")
     started: list[str] = []

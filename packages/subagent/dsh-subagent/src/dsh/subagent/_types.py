@@ -124,9 +124,15 @@ class Budget:
 
     def to_json(self) -> dict[str, Any]:
         """The caps that are set, as a JSON object."""
-        return {
-            name: getattr(self, name) for name in BUDGET_CAPS if getattr(self, name) is not None
-        }
+        out: dict[str, Any] = {}
+        for name, value in zip(
+            BUDGET_CAPS,
+            (self.tokens, self.usd, self.seconds, self.children, self.turns),
+            strict=True,
+        ):
+            if value is not None:
+                out[name] = value
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Budget:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -47,8 +48,9 @@ class BudgetConfig(BaseModel):
     turns: int | None = Field(None, ge=1, strict=True)
     """Model calls (one per step of the agent loop, all depths)."""
 
-    def to_budget(self) -> Budget:
-        """The interface's :class:`~dsh.subagent.Budget`."""
+    @cached_property
+    def budget(self) -> Budget:
+        """The interface's :class:`~dsh.subagent.Budget` (built once per row)."""
         return Budget(self.tokens, self.usd, self.seconds, self.children, self.turns)
 
 

@@ -27,7 +27,6 @@ from dsh.core.permissions import SandboxError
 from dsh.core.sessions import Event
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
-    Budget,
     BudgetMeter,
     InvalidRequest,
     RunHandle,
@@ -36,11 +35,11 @@ from dsh.subagent import (
     SubagentProgress,
     SubagentResult,
     SubagentRun,
-    SubagentRuntime,
     SubagentStartRequest,
     SubagentUsage,
 )
 from dsh.subagent.kit import BudgetMeters, effective_max_depth
+from dsh.subagent_in_process_driver._budgeted import open_meter
 from dsh.subagent_in_process_driver._options import InProcessAgentOptions, parse_agent_options
 from dsh.subagent_in_process_driver._structured import StructuredCapture, structured_output_tool
 
@@ -68,9 +67,6 @@ _STOP_MAP = {
     "error": "error",
     "blocked": "error",
 }
-_REPORTS_COST = "reports_cost"
-"""Adapter attribute: False when the adapter never prices its calls (a ``usd`` cap is
-then refused at start)."""
 
 
 class InProcessProvider:
@@ -116,7 +112,9 @@ class InProcessProvider:
             self.name, request, child, capture, _descriptor(self, request, child, parent)
         )
         if request.budget is not None:
-            await _meter(handle, child, request.budget)
+            handle.meter, handle.meters = await open_meter(child, request.budget)
+            if handle.descriptor is not None:
+                handle.descriptor["budget"] = request.budget.to_json()
         handle.unlink = request.signal.on_abort(child.cancel)
         handle.watch()
         child.start(request.prompt_blocks)  # its own task: a waiter giving up must not stop it
@@ -244,22 +242,6 @@ def _child_tools(parent: Agent, request: SubagentStartRequest) -> ToolView:
         return view.narrow(flt.allow, flt.deny)
     except ToolError as exc:
         raise InvalidRequest(str(exc)) from None
-
-
-async def _meter(handle: _ChildHandle, child: Agent, budget: Budget) -> None:
-    """Put ``handle``'s run under ``budget`` (a refused start closes the child)."""
-    if budget.usd is not None and getattr(child.model.adapter, _REPORTS_COST, None) is False:
-        await child.aclose("start failed")
-        raise InvalidRequest(
-            f"a usd budget (${budget.usd:.2f}) cannot be enforced: the child's model adapter"
-            f" ({type(child.model.adapter).__name__}) reports no cost; remove usd from the"
-            " budget or give the child a priced model"
-        )
-    meters = SubagentRuntime.of(child.ctx).meters
-    handle.meter = meters.open(child, budget, child.cancel)
-    handle.meters = meters
-    if handle.descriptor is not None:
-        handle.descriptor["budget"] = budget.to_json()
 
 
 def _descriptor(

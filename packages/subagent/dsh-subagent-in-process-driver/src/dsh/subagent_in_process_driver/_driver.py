@@ -35,11 +35,12 @@ from dsh.subagent import (
     SubagentProgress,
     SubagentResult,
     SubagentRun,
+    SubagentRuntime,
     SubagentStartRequest,
     SubagentUsage,
 )
 from dsh.subagent.kit import BudgetMeters, effective_max_depth
-from dsh.subagent_in_process_driver._budgeted import open_meter
+from dsh.subagent_in_process_driver._budgeted import METERED, open_meter, usd_refusal
 from dsh.subagent_in_process_driver._options import InProcessAgentOptions, parse_agent_options
 from dsh.subagent_in_process_driver._structured import StructuredCapture, structured_output_tool
 
@@ -86,6 +87,8 @@ class InProcessProvider:
         """No cap on running children by default (a child costs ~10 KiB and no
         process); the ``dsh-subagent`` plugin's ``providers`` config sets one."""
         self._prompt_cache: tuple[object, int, str | None, PromptSections] | None = None
+        self._meters: tuple[object, BudgetMeters] | None = None
+        """The budget meters of the context last seen (looked up once per context)."""
         self._options_cache: dict[
             int, tuple[object, object, InProcessAgentOptions, BoundModel | None]
         ] = {}
@@ -111,10 +114,18 @@ class InProcessProvider:
         handle = _ChildHandle(
             self.name, request, child, capture, _descriptor(self, request, child, parent)
         )
-        if request.budget is not None:
-            handle.meter, handle.meters = await open_meter(child, request.budget)
+        budget = request.budget
+        if budget is not None:
+            refusal = usd_refusal(child, budget) if budget.usd is not None else None
+            if refusal is not None:
+                await child.aclose("start failed")
+                raise InvalidRequest(refusal)
+            meters = self._meters
+            if meters is None or meters[0] is not child.ctx:
+                meters = self._meters = (child.ctx, SubagentRuntime.of(child.ctx).meters)
+            handle.meter, handle.meters = open_meter(child, budget, meters[1])
             if handle.descriptor is not None:
-                handle.descriptor["budget"] = request.budget.to_json()
+                handle.descriptor["budget"] = budget.to_json()
         handle.unlink = request.signal.on_abort(child.cancel)
         handle.watch()
         child.start(request.prompt_blocks)  # its own task: a waiter giving up must not stop it
@@ -322,7 +333,7 @@ class _ChildHandle(RunHandle):
     def __call__(self, event: Event) -> None:
         kind = event.type
         meter = self.meter
-        if meter is not None:
+        if meter is not None and kind in METERED:
             meter.observe(event)
         if kind == "assistant/message":
             data = event.data
@@ -412,6 +423,7 @@ class _ChildHandle(RunHandle):
 
     def _close_meter(self) -> None:
         meter, meters = self.meter, self.meters
+        self.meter = self.meters = None  # (closed once: settlement, else dispose)
         if meter is not None and meters is not None and self.child is not None:
             meters.close(self.child.id, meter)
 

@@ -66,7 +66,8 @@ def test_budget_tokens_stops_the_whole_run(tmp_path: Path) -> None:
         done.stderr
     )
     assert len(requests) <= 10 + 1  # 100 tokens a call: the cap, plus one in flight
-    assert "budget" in done.stderr  # the child's end in the progress lines too
+    assert "token budget 900 reached: 900 tokens used" in done.stderr  # the child's end
+    assert "budget: 1,000 of 1,000 tokens\n" in done.stderr  # spent against each cap
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from dsh.cli._watch import choose_view, summarize, watch
 from dsh.core import Agent, Context, DshError, Preset, PresetError, TurnOutcome
 from dsh.core.plugins import UntrustedPresetError
 from dsh.core.sessions import SessionError
-from dsh.subagent import Budget, SubagentRuntime
+from dsh.subagent import Budget, BudgetMeter, SubagentRuntime
 
 __all__ = ["FINISHED_WITH_FAILURES", "check_cwd", "run_command"]
 
@@ -92,6 +92,22 @@ def budget_of(args: argparse.Namespace) -> Budget | None:
                     f"--budget-{name} {value}: {problem}; omit the flag for no cap"
                 ) from None
     return Budget(**caps)
+
+
+def budget_line(meter: BudgetMeter) -> str:
+    """What the run spent against each cap of its budget (``budget: 1,000 of 1,000
+    tokens, 0.4 s of 600 s``)."""
+    budget = meter.budget
+    parts = []
+    if budget.tokens is not None:
+        parts.append(f"{meter.tokens:,} of {budget.tokens:,} tokens")
+    if budget.usd is not None:
+        parts.append(f"${meter.usd:.4f} of ${budget.usd:.2f}")
+    if budget.seconds is not None:
+        parts.append(f"{meter.spent()['seconds']:.1f} s of {budget.seconds:g} s")
+    if budget.children is not None:
+        parts.append(f"{meter.children} of {budget.children} delegations")
+    return "budget: " + ", ".join(parts)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -179,6 +195,9 @@ async def _run(
             else:
                 view.finish(summarize(ctx, lead, outcome))
                 problems = view.problems()
+            if meter is not None:
+                with contextlib.suppress(OSError):
+                    view.notice(budget_line(meter))
             unwatch()
             view.close()
             if args.verbose:

@@ -62,7 +62,7 @@ def test_budget_tokens_stops_the_whole_run(tmp_path: Path) -> None:
         done = dsh_run(tmp_path, env, "--budget-tokens", "1000")
         requests = srv.requests
     assert done.returncode == 1, done.stderr
-    assert "dsh run: stopped at its budget: token budget 1000 reached: 1000 tokens used" in (
+    assert "dsh run: stopped by its budget: token budget 1000 reached: 1000 tokens used" in (
         done.stderr
     )
     assert len(requests) <= 10 + 1  # 100 tokens a call: the cap, plus one in flight
@@ -83,3 +83,19 @@ def test_bad_budget_flags_are_named(tmp_path: Path, flag: str, value: str, messa
     assert done.returncode == 2
     assert message in done.stderr
     assert "omit the flag for no cap" in done.stderr
+
+
+def test_budget_usd_on_a_model_without_a_price_fails_loudly(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("Notes.\n")
+    with OpenAIChatServer(default=script, api_key="k") as srv:
+        env = clean_env(
+            OPENAI_BASE_URL=srv.api_base, OPENAI_API_KEY="k", OPENAI_MODEL="no-price-model-x"
+        )
+        done = dsh_run(tmp_path, env, "--budget-usd", "1")
+        requests = srv.requests
+    assert done.returncode == 1, done.stderr
+    assert (
+        "dsh run: stopped by its budget: the budget could not be enforced: usd budget $1.00"
+        " cannot be enforced: the model reported no cost" in done.stderr
+    )
+    assert len(requests) == 1  # the lead's first call, and nothing after it

@@ -134,6 +134,9 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     budget.add_argument(
         "--budget-children", metavar="N", type=int, help="delegations started, all depths"
     )
+    budget.add_argument(
+        "--budget-turns", metavar="N", type=int, help="model calls, the lead's and all below"
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="print the session's events")
 
 

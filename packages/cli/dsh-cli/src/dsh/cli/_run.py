@@ -79,6 +79,7 @@ def budget_of(args: argparse.Namespace) -> Budget | None:
         "usd": args.budget_usd,
         "seconds": args.budget_seconds,
         "children": args.budget_children,
+        "turns": args.budget_turns,
     }
     if all(value is None for value in caps.values()):
         return None
@@ -107,6 +108,8 @@ def budget_line(meter: BudgetMeter) -> str:
         parts.append(f"{meter.spent()['seconds']:.1f} s of {budget.seconds:g} s")
     if budget.children is not None:
         parts.append(f"{meter.children} of {budget.children} delegations")
+    if budget.turns is not None:
+        parts.append(f"{meter.turns} of {budget.turns} model calls")
     return "budget: " + ", ".join(parts)
 
 
@@ -174,8 +177,9 @@ async def _run(
 
                 ctx.permissions.set_approver(TerminalApprover(view.suspended))
             lead = ctx.agents.create(label="lead")
+            lift = None
             if args.budget is not None:
-                SubagentRuntime.of(ctx).budget_tree(lead, args.budget)  # (lifted at close)
+                lift = SubagentRuntime.of(ctx).budget_tree(lead, args.budget)
             view.on_output_closed = lambda: interrupt.stop(signal.SIGPIPE)
             unwatch = watch(ctx, lead, view)
             if env_model is not None:
@@ -186,7 +190,9 @@ async def _run(
             outcome = _last_outcome(lead)
             meter = SubagentRuntime.of(ctx).budget_meter(lead) if args.budget else None
             if meter is not None and meter.tripped is not None:
-                stopped = meter.tripped[1]
+                reason, stopped = meter.tripped
+                if reason != "budget":  # (a usd cap on a model that reports no cost)
+                    stopped = f"the budget could not be enforced: {stopped}"
             if outcome is not None and outcome.stop_reason == "completed":
                 lead.session.flush()  # a turn/end the disk refused: saved now, or SessionError
             if interrupt.signal is not None:
@@ -198,6 +204,8 @@ async def _run(
             if meter is not None:
                 with contextlib.suppress(OSError):
                     view.notice(budget_line(meter))
+            if lift is not None:
+                lift()  # (its timer too)
             unwatch()
             view.close()
             if args.verbose:
@@ -218,7 +226,7 @@ async def _run(
     if outcome is None:
         return _fail("the lead ended no turn")
     if stopped is not None:
-        print(f"dsh run: stopped at its budget: {strip_controls(stopped)}", file=sys.stderr)
+        print(f"dsh run: stopped by its budget: {strip_controls(stopped)}", file=sys.stderr)
         return 1
     if outcome.stop_reason != "completed":
         detail = f": {strip_controls(outcome.error)}" if outcome.error else ""

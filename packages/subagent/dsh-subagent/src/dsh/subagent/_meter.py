@@ -88,7 +88,9 @@ class BudgetMeter:
             self.check()
 
     def charge_call(self, usage: Mapping[str, Any] | None) -> None:
-        """Count one model call and its usage here and in every meter above."""
+        """Count one model call and its usage here and in every meter above. Under a
+        ``usd`` cap a call with tokens but no cost (or no usage at all) stops the run
+        (stop reason ``error``): the cap could not be enforced."""
         tokens = 0
         cost: float | None = None
         if usage:
@@ -104,7 +106,7 @@ class BudgetMeter:
             if cost is not None:
                 meter.usd += cost
             meter = meter.parent
-        if cost is None and self.budget.usd is not None:
+        if cost is None and (tokens or not usage) and self.budget.usd is not None:
             self.trip(
                 "error",
                 f"usd budget ${self.budget.usd:.2f} cannot be enforced: the model reported no"

@@ -65,3 +65,31 @@ def test_charges_go_up_the_chain_and_children_get_the_remainder() -> None:
     with pytest.raises(SubagentError, match="children budget 3 reached: 3 delegations started"):
         child.charge_child()
     assert root.tripped == ("budget", "children budget 3 reached: 3 delegations started")
+
+
+@pytest.mark.anyio
+async def test_one_timer_serves_every_time_cap() -> None:
+    import anyio
+
+    from dsh.subagent._meter import Deadlines
+
+    deadlines = Deadlines()
+    stopped: list[str] = []
+    settled = [
+        BudgetMeter(Budget(seconds=0.05), None, stopped.append, deadlines) for _ in range(200)
+    ]
+    for meter in settled:  # settled before their deadline: never trip
+        meter.release()
+        deadlines.discard(meter)
+    assert len(deadlines._heap) <= 64  # compacted (or cleared) as they went
+    late = BudgetMeter(Budget(seconds=30), None, stopped.append, deadlines)
+    soon = BudgetMeter(Budget(seconds=0.1), None, stopped.append, deadlines)
+    with anyio.fail_after(5):
+        while soon.tripped is None:
+            await anyio.sleep(0.01)
+    assert soon.tripped[1].startswith("time budget 0.1 s reached: ")
+    assert late.tripped is None
+    assert stopped == [soon.tripped[1]]
+    late.release()
+    deadlines.discard(late)
+    assert deadlines._heap == []  # nothing left to watch

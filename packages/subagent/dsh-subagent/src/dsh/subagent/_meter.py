@@ -18,6 +18,8 @@ the time limit (a timer), and for ``children`` when a delegation starts.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from dsh.subagent._provider import SubagentProvider
     from dsh.subagent._types import SubagentStartRequest
 
-__all__ = ["BudgetMeter", "BudgetMeters"]
+__all__ = ["BudgetMeter", "BudgetMeters", "Deadlines"]
 
 _CHECKPOINTS = frozenset(("tool/call", "tool/result", "turn/start"))
 """Events after which the agent calls a tool or the model again: a reached cap stops it."""
@@ -53,6 +55,7 @@ class BudgetMeter:
         "_timer",
         "budget",
         "children",
+        "deadline",
         "parent",
         "started",
         "tokens",
@@ -61,7 +64,13 @@ class BudgetMeter:
         "usd",
     )
 
-    def __init__(self, budget: Budget, parent: BudgetMeter | None, stop: Stop) -> None:
+    def __init__(
+        self,
+        budget: Budget,
+        parent: BudgetMeter | None,
+        stop: Stop,
+        deadlines: Deadlines | None = None,
+    ) -> None:
         self.budget = budget
         self.parent = parent
         self.tokens = 0
@@ -72,9 +81,15 @@ class BudgetMeter:
         self.tripped: tuple[str, str] | None = None
         self._stop = stop
         self._timer: asyncio.TimerHandle | None = None
+        self.deadline: float | None = None
+        """When the time cap is reached (monotonic clock), while a shared
+        :class:`Deadlines` watches it."""
         if budget.seconds is not None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(budget.seconds, self._time_up)
+            if deadlines is not None:  # (one timer for all the runtime's meters)
+                deadlines.add(self, self.started + budget.seconds)
+            else:
+                loop = asyncio.get_running_loop()
+                self._timer = loop.call_later(budget.seconds, self._time_up)
 
     # -- the agent's events ------------------------------------------------------------
 
@@ -228,6 +243,11 @@ class BudgetMeter:
             self._timer = None
             timer.cancel()
 
+    def release(self) -> None:
+        """The run settled: no timer, and no hold on what ``stop`` would stop."""
+        self.cancel_timer()
+        self._stop = _no_stop
+
     def _time_up(self) -> None:
         self._timer = None
         budget_seconds = self.budget.seconds
@@ -238,14 +258,89 @@ class BudgetMeter:
         )
 
 
+def _no_stop(diagnostic: str) -> None:
+    return None
+
+
+_COMPACT_AT = 64
+"""Stale entries :class:`Deadlines` tolerates before it rebuilds its heap (and 4x the
+live ones)."""
+
+
+class Deadlines:
+    """One asyncio timer for the time caps of many meters: a heap of deadlines and a
+    timer for the earliest. A meter that settles first is dropped lazily (its entry
+    stays until it comes up, or until stale entries outnumber live ones 4 to 1), and
+    the timer is left to fire: runs that start one after another with the same cap
+    then share one timer per period instead of one each."""
+
+    __slots__ = ("_at", "_handle", "_heap", "_live")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, BudgetMeter]] = []
+        self._handle: asyncio.TimerHandle | None = None
+        self._at = math.inf
+        self._live = 0
+
+    def add(self, meter: BudgetMeter, deadline: float) -> None:
+        """Trip ``meter``'s time cap at ``deadline`` (monotonic clock)."""
+        meter.deadline = deadline
+        heapq.heappush(self._heap, (deadline, id(meter), meter))
+        self._live += 1
+        if deadline < self._at:
+            self._schedule(deadline)
+
+    def discard(self, meter: BudgetMeter) -> None:
+        """``meter``'s run settled before its deadline."""
+        if meter.deadline is None:
+            return
+        meter.deadline = None
+        self._live -= 1
+        heap = self._heap
+        if self._live == 0:
+            heap.clear()  # (the timer stays: it finds nothing; one timer serves the next)
+        elif len(heap) > _COMPACT_AT and len(heap) > 4 * self._live:
+            self._heap = [entry for entry in heap if entry[2].deadline is not None]
+            heapq.heapify(self._heap)
+
+    def _schedule(self, deadline: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._at = deadline
+        delay = max(deadline - time.monotonic(), 0.0)
+        self._handle = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._at = math.inf
+        heap = self._heap
+        now = time.monotonic()
+        due: list[BudgetMeter] = []
+        while heap:
+            deadline, _, meter = heap[0]
+            if meter.deadline is None:  # settled before its deadline
+                heapq.heappop(heap)
+                continue
+            if deadline > now:
+                self._schedule(deadline)
+                break
+            heapq.heappop(heap)
+            meter.deadline = None
+            self._live -= 1
+            due.append(meter)
+        for meter in due:
+            meter._time_up()
+
+
 class BudgetMeters:
     """The meters of live budgeted runs and budgeted root agents, by agent id."""
 
-    __slots__ = ("by_agent",)
+    __slots__ = ("_deadlines", "by_agent")
 
     def __init__(self) -> None:
         self.by_agent: dict[str, BudgetMeter] = {}
         """The meters by agent id (empty: no budget anywhere; starts then skip budgets)."""
+        self._deadlines = Deadlines()
 
     def get(self, agent_id: str) -> BudgetMeter | None:
         """The meter of agent ``agent_id`` (None: not metered)."""
@@ -276,12 +371,14 @@ class BudgetMeters:
         """A meter for ``agent`` (below its parent's meter, if any)."""
         parent_id = agent.parent_id
         parent = self.by_agent.get(parent_id) if parent_id is not None else None
-        meter = BudgetMeter(budget, parent, stop)
+        meter = BudgetMeter(budget, parent, stop, self._deadlines)
         self.by_agent[agent.id] = meter
         return meter
 
     def close(self, agent_id: str, meter: BudgetMeter) -> None:
-        """Forget ``agent_id``'s meter (its run settled); stops its timer."""
-        meter.cancel_timer()
+        """Forget ``agent_id``'s meter (its run settled); stops its time cap."""
+        meter.release()
+        if meter.deadline is not None:
+            self._deadlines.discard(meter)
         if self.by_agent.get(agent_id) is meter:
             del self.by_agent[agent_id]

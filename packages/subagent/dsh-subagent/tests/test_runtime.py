@@ -13,6 +13,7 @@ from dsh.core import AbortSignal, Agent, BusEvent, Context, parse_preset
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
     NO_START_CAPABILITIES,
+    Budget,
     SubagentCapabilities,
     SubagentError,
     SubagentResult,
@@ -164,8 +165,9 @@ async def test_gate_order_names_the_first_missing_capability(ctx: Context, paren
         "max_depth": 2,
         "tool_filter": ToolFilter(),
         "persona": "p",
+        "budget": Budget(tokens=10),
     }
-    order = ["output_schema", "depth_limit", "tool_filter", "persona"]
+    order = ["output_schema", "depth_limit", "tool_filter", "persona", "budget"]
     for index, name in enumerate(order):
         caps = SubagentCapabilities(**{c: c in order[:index] for c in order})
         provider = ScriptedProvider(f"p{index}", capabilities=caps)
@@ -187,6 +189,7 @@ async def test_gate_order_names_the_first_missing_capability(ctx: Context, paren
             {"output_schema": {"type": "object", "properties": {"a": {"type": 12}}}},
             "output_schema is not a valid JSON Schema at properties/a/type",
         ),
+        ({"budget": {"tokens": 5}}, "budget must be a dsh.subagent.Budget, got dict"),
     ],
 )
 async def test_invalid_requests_are_refused_naming_the_value(
@@ -384,3 +387,28 @@ def test_request_wraps_a_string_prompt() -> None:
     assert req.prompt_text == "hello"
     with pytest.raises(TypeError, match="content block 0"):
         SubagentStartRequest([42], FakeParent(), AbortSignal())  # type: ignore[list-item,arg-type]
+
+
+async def test_a_budgeted_tree_refuses_a_provider_that_cannot_enforce_it(
+    ctx: Context, parent: Agent
+) -> None:
+    remote = ScriptedProvider("remote", capabilities=NO_START_CAPABILITIES)
+    runtime = SubagentRuntime.of(ctx)
+    runtime.register_provider(remote)
+    with pytest.raises(SubagentError) as asked:
+        await runtime.start("remote", request(parent, budget=Budget(tokens=100)))
+    assert str(asked.value) == 'subagent provider "remote" does not support the "budget" capability'
+    lift = runtime.budget_tree(parent, Budget(tokens=1000))
+    try:
+        with pytest.raises(SubagentError) as inherited:
+            await runtime.start("remote", request(parent))
+    finally:
+        lift()
+    for info in (asked, inherited):
+        assert info.value.code == "UNSUPPORTED_CAPABILITY"
+    assert "the delegation tree has a budget it could not enforce" in str(inherited.value)
+    assert remote.starts == []
+    assert runtime.live_runs() == []
+    # without the tree budget the same start runs
+    async with await runtime.start("remote", request(parent)) as run:
+        assert (await run.result).ok

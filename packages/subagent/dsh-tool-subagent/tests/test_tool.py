@@ -11,7 +11,7 @@ import pytest
 from dsh.core import Agent, Context, ScriptedAdapter, ScriptedReply, ScriptedToolCall, parse_preset
 from dsh.core.models import BoundModel
 from dsh.core.plugins import PluginError
-from dsh.subagent import ALL_START_CAPABILITIES, SubagentResult, SubagentRuntime
+from dsh.subagent import ALL_START_CAPABILITIES, Budget, SubagentResult, SubagentRuntime
 from dsh.testing.fixtures import ONE_TOOL_CALL_TURN
 from dsh.testing.scripted_provider import HANG_PROMPT, ScriptedProvider
 
@@ -140,6 +140,17 @@ STOP_CASES = [
         SubagentResult("x", "exploded"),
         True,
         ["subagent run ended abnormally (exploded)", "Partial output before the run ended: x"],
+    ),
+    (
+        SubagentResult(
+            "half done", "budget", diagnostic="token budget 2000 reached: 2150 tokens used"
+        ),
+        True,
+        [
+            "subagent run ran out of budget before finishing (it was stopped at its cap)",
+            "Diagnostic: token budget 2000 reached: 2150 tokens used",
+            "Partial output before the run ended: half done",
+        ],
     ),
 ]
 
@@ -350,3 +361,43 @@ async def test_bad_max_depth_value_is_named() -> None:
     with pytest.raises(PluginError, match=r"invalid config: max_depth.*-2"):
         async with Context.open(preset):
             pass
+
+
+async def test_budget_without_the_capability_fails_the_load() -> None:
+    preset = parse_preset(
+        TWO_TOOLS.replace(
+            'max_depth = "provider-managed"',
+            'max_depth = "provider-managed", budget = { tokens = 20000 }',
+        )
+    )
+    with pytest.raises(PluginError) as info:
+        async with Context.open(preset):
+            pass
+    message = str(info.value)
+    assert 'budget needs the "budget" capability, which provider "beta" lacks' in message
+    assert "remove budget from this row or use a provider that has it (spawn, fork)" in message
+
+
+async def test_budget_row_config_is_read_and_sent_with_every_start(ctx: Context) -> None:
+    provider = ScriptedProvider("scripted", capabilities=ALL_START_CAPABILITIES)
+    SubagentRuntime.of(ctx).register_provider(provider)
+    budget = {"tokens": 20000, "usd": 0.5, "seconds": 300, "children": 10, "turns": 8}
+    await load_tool(ctx, budget=budget)
+    parent = ctx.agents.create(model=delegating_model())
+    await parent.run("go")
+    (request,) = provider.starts
+    assert request.budget == Budget(tokens=20000, usd=0.5, seconds=300, children=10, turns=8)
+
+
+@pytest.mark.parametrize(
+    ("budget", "field"),
+    [({"tokens": 0}, "budget.tokens"), ({"dollars": 1}, "budget.dollars"), ({"turns": 1.5}, "")],
+)
+async def test_bad_budget_rows_are_named(budget: dict[str, Any], field: str) -> None:
+    async with Context.open(parse_preset(BASE)) as ctx:
+        SubagentRuntime.of(ctx).register_provider(
+            ScriptedProvider("scripted", capabilities=ALL_START_CAPABILITIES)
+        )
+        with pytest.raises(PluginError, match=r"invalid config: budget") as info:
+            await load_tool(ctx, budget=budget)
+        assert field in str(info.value)

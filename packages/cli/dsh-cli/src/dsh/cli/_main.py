@@ -118,6 +118,25 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         help="when the turn ends, kill background jobs still running (and say which)"
         " instead of waiting for them",
     )
+    budget = run.add_argument_group(
+        "budget", "caps on what the whole run spends: the lead and every delegation below it"
+    )
+    budget.add_argument(
+        "--budget-tokens", metavar="N", type=int, help="input + output tokens of every model call"
+    )
+    budget.add_argument(
+        "--budget-usd",
+        metavar="X",
+        type=float,
+        help="US dollars, from the cost the model reports (a model without prices fails)",
+    )
+    budget.add_argument("--budget-seconds", metavar="S", type=float, help="wall time")
+    budget.add_argument(
+        "--budget-children", metavar="N", type=int, help="delegations started, all depths"
+    )
+    budget.add_argument(
+        "--budget-turns", metavar="N", type=int, help="model calls, the lead's and all below"
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="print the session's events")
     tape = run.add_mutually_exclusive_group()
     tape.add_argument(

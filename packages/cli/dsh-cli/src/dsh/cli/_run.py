@@ -27,6 +27,7 @@ from dsh.cli._watch import choose_view, summarize, watch
 from dsh.core import Agent, Context, DshError, Preset, PresetError, TurnOutcome
 from dsh.core.plugins import UntrustedPresetError
 from dsh.core.sessions import SessionError
+from dsh.subagent import Budget, BudgetMeter, SubagentRuntime
 
 __all__ = ["FINISHED_WITH_FAILURES", "check_cwd", "run_command"]
 
@@ -71,10 +72,52 @@ def check_cwd(value: str | None) -> Path | None:
     return path.resolve()
 
 
+def budget_of(args: argparse.Namespace) -> Budget | None:
+    """The run's budget from ``--budget-*`` (None: none); ``ValueError`` naming the flag."""
+    caps = {
+        "tokens": args.budget_tokens,
+        "usd": args.budget_usd,
+        "seconds": args.budget_seconds,
+        "children": args.budget_children,
+        "turns": args.budget_turns,
+    }
+    if all(value is None for value in caps.values()):
+        return None
+    for name, value in caps.items():
+        if value is not None:
+            try:
+                Budget(**{name: value})
+            except ValueError as exc:
+                problem = str(exc).split(";")[0]
+                raise ValueError(
+                    f"--budget-{name} {value}: {problem}; omit the flag for no cap"
+                ) from None
+    return Budget(**caps)
+
+
+def budget_line(meter: BudgetMeter) -> str:
+    """What the run spent against each cap of its budget (``budget: 1,000 of 1,000
+    tokens, 0.4 s of 600 s``)."""
+    budget = meter.budget
+    parts = []
+    if budget.tokens is not None:
+        parts.append(f"{meter.tokens:,} of {budget.tokens:,} tokens")
+    if budget.usd is not None:
+        parts.append(f"${meter.usd:.4f} of ${budget.usd:.2f}")
+    if budget.seconds is not None:
+        parts.append(f"{meter.spent()['seconds']:.1f} s of {budget.seconds:g} s")
+    if budget.children is not None:
+        parts.append(f"{meter.children} of {budget.children} delegations")
+    if budget.turns is not None:
+        parts.append(f"{meter.turns} of {budget.turns} model calls")
+    return "budget: " + ", ".join(parts)
+
+
 def run_command(args: argparse.Namespace) -> int:
     """``dsh run``."""
     try:
         cwd = check_cwd(args.cwd)
+        args.budget = budget_of(args)
     except ValueError as exc:
         return _fail(str(exc))
     try:
@@ -143,6 +186,8 @@ async def _run(
 ) -> int:
     outcome: TurnOutcome | None = None
     problems: str | None = None
+    stopped: str | None = None
+    """The budget cap the run was stopped at (None: not stopped by its budget)."""
     try:
         async with Context.open(preset, cwd=cwd, sessions_dir=args.sessions_dir) as ctx:
             if args.yes:
@@ -152,6 +197,9 @@ async def _run(
 
                 ctx.permissions.set_approver(TerminalApprover(view.suspended))
             lead = ctx.agents.create(label="lead")
+            lift = None
+            if args.budget is not None:
+                lift = SubagentRuntime.of(ctx).budget_tree(lead, args.budget)
             view.on_output_closed = lambda: interrupt.stop(signal.SIGPIPE)
             unwatch = watch(ctx, lead, view)
             if env_model is not None:
@@ -160,6 +208,11 @@ async def _run(
                 await lead.run(args.task)
                 await _settle_jobs(ctx, lead, view, detach=args.detach)
             outcome = _last_outcome(lead)
+            meter = SubagentRuntime.of(ctx).budget_meter(lead) if args.budget else None
+            if meter is not None and meter.tripped is not None:
+                reason, stopped = meter.tripped
+                if reason != "budget":  # (a usd cap on a model that reports no cost)
+                    stopped = f"the budget could not be enforced: {stopped}"
             if outcome is not None and outcome.stop_reason == "completed":
                 lead.session.flush()  # a turn/end the disk refused: saved now, or SessionError
             if interrupt.signal is not None:
@@ -168,6 +221,11 @@ async def _run(
             else:
                 view.finish(summarize(ctx, lead, outcome))
                 problems = view.problems()
+            if meter is not None:
+                with contextlib.suppress(OSError):
+                    view.notice(budget_line(meter))
+            if lift is not None:
+                lift()  # (its timer too)
             unwatch()
             view.close()
             if args.verbose:
@@ -187,6 +245,9 @@ async def _run(
         return interrupt.exit_status
     if outcome is None:
         return _fail("the lead ended no turn")
+    if stopped is not None:
+        print(f"dsh run: stopped by its budget: {strip_controls(stopped)}", file=sys.stderr)
+        return 1
     if outcome.stop_reason != "completed":
         detail = f": {strip_controls(outcome.error)}" if outcome.error else ""
         print(f"dsh run: turn ended {outcome.stop_reason}{detail}", file=sys.stderr)

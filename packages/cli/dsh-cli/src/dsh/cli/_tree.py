@@ -69,8 +69,9 @@ class Node:
     @property
     def failed(self) -> bool:
         """Ended otherwise than ``completed``: ``error``, ``max-tokens``, ``refusal``,
-        ``not started``... (a run cancelled on purpose, ``aborted``, or stopped by
-        Ctrl-C, ``interrupted``, is not a failure)."""
+        ``budget`` (stopped at a cap of its budget), ``not started``... (a run cancelled
+        on purpose, ``aborted``, or stopped by Ctrl-C, ``interrupted``, is not a
+        failure)."""
         return self.state == "done" and self.stop_reason not in _NOT_FAILED
 
     def elapsed(self, now: float | None = None) -> float:

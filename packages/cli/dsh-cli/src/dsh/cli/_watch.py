@@ -72,9 +72,13 @@ def summarize(ctx: Context, lead: Agent, outcome: TurnOutcome | None) -> RunSumm
     lead's own plus ``ctx.subagents.usage(lead)``."""
     from dsh.cli._view import RunSummary
 
-    stop = outcome.stop_reason if outcome is not None else "aborted"
+    stop: str = outcome.stop_reason if outcome is not None else "aborted"
     error = outcome.error if outcome is not None else None
-    report = SubagentRuntime.of(ctx).usage(lead)
+    runtime = SubagentRuntime.of(ctx)
+    meter = runtime.budget_meter(lead)
+    if meter is not None and meter.tripped is not None and stop != "completed":
+        stop, error = meter.tripped  # stopped at the run's budget (``budget``)
+    report = runtime.usage(lead)
     unpriced = any(_unpriced(usage) for usage in _lead_calls(lead)) or any(
         _unpriced(usage) for usage in report.runs.values()
     )

@@ -102,6 +102,9 @@ _call_ids = itertools.count(1)
 class ScriptedAdapter:
     """Answers from a script: a list of :class:`ScriptedReply` or a function."""
 
+    reports_cost = False
+    """Its usage never has a ``cost_usd`` (a ``usd`` budget is refused at start)."""
+
     def __init__(
         self,
         script: Sequence[ScriptedReply] | ScriptFunction | None = None,

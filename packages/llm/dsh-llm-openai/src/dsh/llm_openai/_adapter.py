@@ -91,6 +91,9 @@ class OpenAIChatAdapter:
         self._clients = client if client is not None else SharedClient()
         if self.options.pricing != "none":
             warm()
+        self.reports_cost = self.options.pricing != "none"
+        """False with ``pricing = "none"``: a ``usd`` budget is then refused at start (a
+        model without a known price fails the run at its first call instead)."""
         self._timeout = httpx.Timeout(
             connect=self.options.connect_timeout,
             read=self.options.read_timeout,

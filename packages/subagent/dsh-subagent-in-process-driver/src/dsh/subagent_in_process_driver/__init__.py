@@ -1,8 +1,9 @@
 """dsh.subagent_in_process_driver — the driver shared by the spawn and fork providers.
 
 :class:`InProcessProvider` runs a child :class:`~dsh.core.Agent` in the parent's
-context and honours all four start capabilities (``output_schema``,
-``depth_limit``, ``tool_filter``, ``persona``).
+context and honours all five start capabilities (``output_schema``,
+``depth_limit``, ``tool_filter``, ``persona``, ``budget``: the child's meter sees
+every model call and tool call, and a reached cap stops it like a cancel).
 """
 
 from dsh.subagent_in_process_driver._driver import (

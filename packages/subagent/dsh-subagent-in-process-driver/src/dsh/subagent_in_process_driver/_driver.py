@@ -27,6 +27,7 @@ from dsh.core.permissions import SandboxError
 from dsh.core.sessions import Event
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
+    BudgetMeter,
     InvalidRequest,
     RunHandle,
     StartAborted,
@@ -34,10 +35,12 @@ from dsh.subagent import (
     SubagentProgress,
     SubagentResult,
     SubagentRun,
+    SubagentRuntime,
     SubagentStartRequest,
     SubagentUsage,
 )
-from dsh.subagent.kit import effective_max_depth
+from dsh.subagent.kit import BudgetMeters, effective_max_depth
+from dsh.subagent_in_process_driver._budgeted import METERED, open_meter, usd_refusal
 from dsh.subagent_in_process_driver._options import InProcessAgentOptions, parse_agent_options
 from dsh.subagent_in_process_driver._structured import StructuredCapture, structured_output_tool
 
@@ -84,6 +87,8 @@ class InProcessProvider:
         """No cap on running children by default (a child costs ~10 KiB and no
         process); the ``dsh-subagent`` plugin's ``providers`` config sets one."""
         self._prompt_cache: tuple[object, int, str | None, PromptSections] | None = None
+        self._meters: tuple[object, BudgetMeters] | None = None
+        """The budget meters of the context last seen (looked up once per context)."""
         self._options_cache: dict[
             int, tuple[object, object, InProcessAgentOptions, BoundModel | None]
         ] = {}
@@ -109,6 +114,18 @@ class InProcessProvider:
         handle = _ChildHandle(
             self.name, request, child, capture, _descriptor(self, request, child, parent)
         )
+        budget = request.budget
+        if budget is not None:
+            refusal = usd_refusal(child, budget) if budget.usd is not None else None
+            if refusal is not None:
+                await child.aclose("start failed")
+                raise InvalidRequest(refusal)
+            meters = self._meters
+            if meters is None or meters[0] is not child.ctx:
+                meters = self._meters = (child.ctx, SubagentRuntime.of(child.ctx).meters)
+            handle.meter, handle.meters = open_meter(child, budget, meters[1])
+            if handle.descriptor is not None:
+                handle.descriptor["budget"] = budget.to_json()
         handle.unlink = request.signal.on_abort(child.cancel)
         handle.watch()
         child.start(request.prompt_blocks)  # its own task: a waiter giving up must not stop it
@@ -124,6 +141,11 @@ class InProcessProvider:
             raise StartAborted(f"subagent start aborted: {request.signal.reason}")
         if request.output_schema is not None:
             raise InvalidRequest("continuable children do not take an output_schema")
+        if request.budget is not None:
+            raise InvalidRequest(
+                "continuable children do not take a budget yet; start a one-shot child"
+                " under the budget, or drop the budget"
+            )
         parent = request.parent
         if resume is None:
             child = self.create_child(request)
@@ -274,6 +296,8 @@ class _ChildHandle(RunHandle):
         "capture",
         "child",
         "descriptor",
+        "meter",
+        "meters",
         "output",
         "turn_start",
         "unlink",
@@ -300,11 +324,17 @@ class _ChildHandle(RunHandle):
         """The child's model usage so far (cost and cached tokens where reported)."""
         self.watching = False
         """True while this handle is one of the child's observers."""
+        self.meter: BudgetMeter | None = None
+        """The run's budget meter (None: no budget)."""
+        self.meters: BudgetMeters | None = None
 
     # -- the child's events ------------------------------------------------------------
 
     def __call__(self, event: Event) -> None:
         kind = event.type
+        meter = self.meter
+        if meter is not None and kind in METERED:
+            meter.observe(event)
         if kind == "assistant/message":
             data = event.data
             content = data.get("content")
@@ -326,6 +356,8 @@ class _ChildHandle(RunHandle):
         elif kind == "turn/end" and not self._settled:
             self.settle(self._outcome(event))
             self._stop_watching()  # settled: nothing more to watch
+            if meter is not None:
+                self._close_meter()
 
     def _outcome(self, end: Event) -> SubagentResult:
         output = self.output
@@ -338,6 +370,11 @@ class _ChildHandle(RunHandle):
             diagnostic = f"the subagent was blocked: {error or 'no reason given'}"
         elif error is not None:
             diagnostic = str(error)
+        meter = self.meter
+        if meter is not None and stop in ("aborted", "error"):
+            verdict = meter.verdict()  # stopped by its own budget or an ancestor's
+            if verdict is not None:
+                stop, diagnostic = verdict
         structured = None
         capture = self.capture
         if capture is not None:
@@ -384,9 +421,17 @@ class _ChildHandle(RunHandle):
             await child.aclose("subagent run disposed")
         self._release()
 
+    def _close_meter(self) -> None:
+        meter, meters = self.meter, self.meters
+        self.meter = self.meters = None  # (closed once: settlement, else dispose)
+        if meter is not None and meters is not None and self.child is not None:
+            meters.close(self.child.id, meter)
+
     def _release(self) -> None:
         self.unlink()
         self.unlink = _no_unlink
+        if self.meter is not None:
+            self._close_meter()
         self._stop_watching()
         self.child = None
         if not self._settled:

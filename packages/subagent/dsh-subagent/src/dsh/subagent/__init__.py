@@ -43,6 +43,7 @@ from dsh.subagent._errors import (
     UnsupportedCapability,
 )
 from dsh.subagent._installed import InstalledProvider, installed_providers
+from dsh.subagent._meter import BudgetMeter
 from dsh.subagent._plugin import SubagentConfig
 from dsh.subagent._progress import ProgressKind, SubagentProgress, SubagentUsage, UsageReport
 from dsh.subagent._provider import ContinuableProvider, SubagentProvider, supports_continuable
@@ -51,6 +52,7 @@ from dsh.subagent._runtime import SubagentRuntime
 from dsh.subagent._types import (
     ALL_START_CAPABILITIES,
     NO_START_CAPABILITIES,
+    Budget,
     SubagentCapabilities,
     SubagentResult,
     SubagentStartRequest,
@@ -63,6 +65,8 @@ __all__ = [
     "NOTICE_REPORT",
     "NOTICE_SETTLED",
     "NO_START_CAPABILITIES",
+    "Budget",
+    "BudgetMeter",
     "CapacityExceeded",
     "ContinuableChild",
     "ContinuableChildren",

@@ -28,17 +28,24 @@ from dsh.subagent._errors import (
     DepthExceeded,
     Draining,
     DuplicateProvider,
+    InvalidRequest,
     ProviderNotFound,
     StartAborted,
     UnsupportedCapability,
 )
 from dsh.subagent._installed import unregistered_provider_fix
+from dsh.subagent._meter import BudgetMeter, BudgetMeters
 from dsh.subagent._progress import UsageReport
 from dsh.subagent._provider import SubagentProvider
 from dsh.subagent._run import RunHandle, SubagentRun, handle_of
 from dsh.subagent._tree import EVENT_END, EVENT_PROGRESS, EVENT_START, RunTree
-from dsh.subagent._types import SubagentStartRequest
-from dsh.subagent._validation import check_max_depth, check_output_schema, depth_violation
+from dsh.subagent._types import Budget, SubagentStartRequest
+from dsh.subagent._validation import (
+    check_budget,
+    check_max_depth,
+    check_output_schema,
+    depth_violation,
+)
 
 if TYPE_CHECKING:
     from dsh.core import Agent
@@ -86,6 +93,8 @@ class SubagentRuntime:
         )
         self._tree = RunTree(ctx.events, self._admission.release)
         self._budget = DescendantsBudget(ctx)
+        self.meters = BudgetMeters()
+        """Budget meters of live budgeted runs and root agents (empty: no budget set)."""
         self._caps: dict[str, int | None] = {}
         """Configured caps by provider name (None: no cap), over the providers' own."""
         self._gates: dict[str, tuple[Gate, ...]] = {}
@@ -224,12 +233,16 @@ class SubagentRuntime:
         """Start a run on provider ``name``.
 
         In order: look up the provider; the capability gate (``output_schema``,
-        ``depth_limit``, ``tool_filter``, ``persona``); validate ``max_depth``,
-        ``output_schema`` and the depth; ``provider.start``; then emit
+        ``depth_limit``, ``tool_filter``, ``persona``, ``budget``); validate
+        ``max_depth``, ``output_schema``, ``budget`` and the depth; under a budget,
+        cap the request's budget by what the parent's tree has left and count the
+        delegation (``CAPACITY_EXCEEDED`` past a ``children`` cap); ``provider.start``; then emit
         ``subagent/start`` and, when the result settles, one ``subagent/end``.
         A start that raises emits nothing and leaves nothing running.
         """
         provider = self.check_start(name, request)
+        if request.budget is not None or self.meters.by_agent:  # (no budget anywhere: no work)
+            request = self.meters.prepare(name, provider, request)
         gates = self._gates.get(name)
         if gates is None:
             gates = self._gates_for(name)
@@ -271,7 +284,13 @@ class SubagentRuntime:
     async def start_continuable(self, name: str, request: SubagentStartRequest) -> ContinuableChild:
         """Start a continuable child on provider ``name`` (one with
         ``prepare_continuable``); returns once it accepted its first message.
-        See :class:`~dsh.subagent.ContinuableChildren`."""
+        See :class:`~dsh.subagent.ContinuableChildren`. Continuable children take no
+        budget yet: one under a budgeted tree is refused (``INVALID_REQUEST``)."""
+        if self.meters.by_agent and self.meters.get(request.parent.id) is not None:
+            raise InvalidRequest(
+                "continuable children do not take a budget yet, and this agent's delegation"
+                " tree has one; delegate with a one-shot child instead"
+            )
         return await self.continuable.start(name, request)
 
     def check_start(self, name: str, request: SubagentStartRequest) -> SubagentProvider:
@@ -295,6 +314,8 @@ class SubagentRuntime:
             check_max_depth(max_depth)  # (raises; the check itself is inlined above)
         if request.output_schema is not None:
             check_output_schema(request.output_schema)
+        if request.budget is not None and type(request.budget) is not Budget:
+            check_budget(request.budget)  # (raises; a Budget checked its caps when built)
         if capabilities.depth_limit:
             violation = depth_violation(request.parent.session.header.meta, max_depth)
             if violation is not None:
@@ -323,6 +344,36 @@ class SubagentRuntime:
         run's progress (bus and the runs above it). ``start`` does this; a caller that
         started a run through ``provider.start`` directly may call it once."""
         self._tree.observe(run, request)
+
+    # -- budgets -----------------------------------------------------------------------
+
+    def budget_tree(self, agent: Agent, budget: Budget) -> Disposer:
+        """Put ``agent`` and everything delegated below it under ``budget``: the agent's
+        own model calls and every run below it count; a reached cap cancels the agent
+        (its turn ends ``aborted`` with the cap in the error; :meth:`budget_verdict`
+        says which) and so its whole tree. The disposer lifts the budget."""
+        check_budget(budget)
+        if self.meters.get(agent.id) is not None:
+            raise ValueError(f"agent {agent.id} already has a budget")
+        if budget.usd is not None and getattr(agent.model.adapter, "reports_cost", None) is False:
+            raise InvalidRequest(
+                f"a usd budget (${budget.usd:.2f}) cannot be enforced: the agent's model adapter"
+                f" ({type(agent.model.adapter).__name__}) reports no cost; remove the usd cap"
+                " or use a priced model"
+            )
+        meter = self.meters.open(agent, budget, agent.cancel)
+        unobserve = agent.observe(meter.observe, deltas=False)
+
+        def lift() -> None:
+            unobserve()
+            self.meters.close(agent.id, meter)
+
+        return lift
+
+    def budget_meter(self, agent: Agent) -> BudgetMeter | None:
+        """The meter of ``agent``'s budget (a budgeted run's child agent, or a root agent
+        given :meth:`budget_tree`); None when it has none."""
+        return self.meters.get(agent.id)
 
     # -- usage -----------------------------------------------------------------------
 

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL_START_CAPABILITIES",
+    "BUDGET_CAPS",
     "KNOWN_STOP_REASONS",
     "NO_START_CAPABILITIES",
+    "Budget",
     "SubagentCapabilities",
     "SubagentResult",
     "SubagentStartRequest",
@@ -25,9 +27,9 @@ __all__ = [
     "ToolFilter",
 ]
 
-SubagentStopReason = Literal["completed", "aborted", "error", "max-tokens", "refusal"]
+SubagentStopReason = Literal["completed", "aborted", "error", "max-tokens", "refusal", "budget"]
 KNOWN_STOP_REASONS: frozenset[str] = frozenset(
-    ("completed", "aborted", "error", "max-tokens", "refusal")
+    ("completed", "aborted", "error", "max-tokens", "refusal", "budget")
 )
 """Consumers treat any other stop reason as a failure."""
 
@@ -40,6 +42,8 @@ class SubagentCapabilities:
     depth_limit: bool = False
     tool_filter: bool = False
     persona: bool = False
+    budget: bool = False
+    """Enforces :attr:`SubagentStartRequest.budget` (and a budget the parent's tree has)."""
 
     def missing_for(self, request: SubagentStartRequest) -> str | None:
         """The first capability ``request`` needs and this lacks, in the documented order."""
@@ -51,13 +55,104 @@ class SubagentCapabilities:
             return "tool_filter"
         if request.persona is not None and not self.persona:
             return "persona"
+        if request.budget is not None and not self.budget:
+            return "budget"
         return None
 
 
 NO_START_CAPABILITIES = SubagentCapabilities()
 """No optional start fields (out-of-process providers)."""
 
-ALL_START_CAPABILITIES = SubagentCapabilities(True, True, True, True)
+ALL_START_CAPABILITIES = SubagentCapabilities(True, True, True, True, True)
+
+BUDGET_CAPS = ("tokens", "usd", "seconds", "children", "turns")
+"""The caps a :class:`Budget` may set, in the order they are checked and reported."""
+
+_BUDGET_RULES: dict[str, tuple[type | tuple[type, ...], bool, str]] = {
+    "tokens": (int, True, "a positive integer (input + output tokens)"),
+    "usd": ((int, float), True, "a positive number of US dollars"),
+    "seconds": ((int, float), True, "a positive number of seconds (wall time)"),
+    "children": (int, False, "a non-negative integer (delegations started)"),
+    "turns": (int, True, "a positive integer (model calls)"),
+}
+"""Per cap: the accepted types, whether 0 is refused, and what the error asks for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Caps on what a run and everything below it may spend (None: no cap).
+
+    * ``tokens`` — input + output tokens of every model call;
+    * ``usd`` — cost in US dollars, from the ``cost_usd`` the model reports (a model
+      that reports no cost cannot run under a ``usd`` cap: refused at start where the
+      adapter says so, else the run fails at its first unpriced call);
+    * ``seconds`` — wall time since the run started;
+    * ``children`` — delegations started (the whole subtree counted); the start
+      beyond the cap is refused;
+    * ``turns`` — model calls (one per step of the agent loop: a child that loops on
+      tools makes one model call per round of tool calls).
+
+    Every cap counts the run and all runs below it. A child never gets more than
+    what its parent's budget has left (computed when the child starts). A run that
+    reaches a cap is stopped like a cancel and settles with stop reason ``budget``.
+    """
+
+    tokens: int | None = None
+    usd: float | None = None
+    seconds: float | None = None
+    children: int | None = None
+    turns: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in BUDGET_CAPS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            kinds, positive, what = _BUDGET_RULES[name]
+            bad = isinstance(value, bool) or not isinstance(value, kinds)
+            if not bad:  # (NaN compares unequal to itself)
+                bad = value != value or value < 0 or (positive and value == 0)
+            if bad:
+                raise ValueError(
+                    f"budget {name} must be {what}, got {value!r}; leave {name} unset for no cap"
+                )
+
+    @property
+    def empty(self) -> bool:
+        """True when no cap is set."""
+        return all(getattr(self, name) is None for name in BUDGET_CAPS)
+
+    def to_json(self) -> dict[str, Any]:
+        """The caps that are set, as a JSON object."""
+        out: dict[str, Any] = {}
+        for name, value in zip(
+            BUDGET_CAPS,
+            (self.tokens, self.usd, self.seconds, self.children, self.turns),
+            strict=True,
+        ):
+            if value is not None:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Budget:
+        """Read :meth:`to_json` output; an unknown key raises ``ValueError`` naming it."""
+        unknown = sorted(set(data) - set(BUDGET_CAPS))
+        if unknown:
+            raise ValueError(
+                f"unknown budget cap {unknown[0]!r}; the caps are {', '.join(BUDGET_CAPS)}"
+            )
+        return cls(**{name: data[name] for name in BUDGET_CAPS if name in data})
+
+    def within(self, other: Budget | None) -> Budget:
+        """Each cap the smaller of this one's and ``other``'s (None: the other's)."""
+        if other is None:
+            return self
+        values: dict[str, Any] = {}
+        for name in BUDGET_CAPS:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            values[name] = theirs if mine is None else mine if theirs is None else min(mine, theirs)
+        return Budget(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +176,8 @@ class SubagentStartRequest:
 
     ``prompt`` is a list of content blocks (a string is wrapped). ``signal``
     cancels the run before and after publication. The optional fields need the
-    matching capability; ``max_depth`` needs ``depth_limit``.
+    matching capability; ``max_depth`` needs ``depth_limit``, ``budget`` (a
+    :class:`Budget`) needs ``budget``.
     """
 
     prompt: Content
@@ -93,6 +189,7 @@ class SubagentStartRequest:
     max_depth: int | None = None
     tool_filter: ToolFilter | None = None
     persona: str | None = None
+    budget: Budget | None = None
 
     def __post_init__(self) -> None:
         self.prompt = as_blocks(self.prompt)

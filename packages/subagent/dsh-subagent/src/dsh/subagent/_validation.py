@@ -6,14 +6,31 @@ from collections.abc import Mapping
 from typing import Any
 
 from dsh.subagent._errors import InvalidRequest
+from dsh.subagent._types import Budget
 
-__all__ = ["check_max_depth", "check_output_schema", "depth_violation", "effective_max_depth"]
+__all__ = [
+    "check_budget",
+    "check_max_depth",
+    "check_output_schema",
+    "depth_violation",
+    "effective_max_depth",
+]
 
 
 def check_max_depth(value: object) -> None:
     """``max_depth`` must be a non-negative int (bool is not an int here)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidRequest(f"max_depth must be a non-negative integer, got {value!r}")
+
+
+def check_budget(budget: object) -> None:
+    """``budget`` must be a :class:`~dsh.subagent.Budget` (its caps are checked when
+    it is built)."""
+    if not isinstance(budget, Budget):
+        raise InvalidRequest(
+            f"budget must be a dsh.subagent.Budget, got {type(budget).__name__};"
+            " build one with Budget(tokens=..., usd=..., seconds=..., children=..., turns=...)"
+        )
 
 
 def check_output_schema(schema: object) -> None:

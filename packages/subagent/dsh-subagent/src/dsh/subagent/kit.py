@@ -18,6 +18,9 @@
 * :data:`LINEAGE_EXTENSION_URI` — the A2A agent card extension of an agent that
   honours :class:`Lineage` (``dsh a2a`` declares it; the ``a2a`` provider checks it);
   :func:`plain_value` — A2A metadata (a protobuf ``Struct``) as plain Python.
+* :class:`BudgetMeters` — the runtime's budget meters (``ctx.subagents.meters``): a
+  provider that enforces the ``budget`` capability opens a
+  :class:`~dsh.subagent.BudgetMeter` for its child and feeds it the child's events.
 * :func:`process_max_running` — the default cap on running children a provider of
   local processes declares (``max_running = process_max_running()``): the cores.
 * :func:`taped_url` — a product's model base URL routed through the run's tape
@@ -36,6 +39,7 @@ from dsh.subagent._diagnostics import (
     redact_secrets,
 )
 from dsh.subagent._lineage import DEFAULT_MAX_DEPTH, LINEAGE_EXTENSION_URI, Lineage, plain_value
+from dsh.subagent._meter import BudgetMeters
 from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
 from dsh.subagent._remote import RemoteRun
 from dsh.subagent._remote_config import DEFAULT_TURN_TIMEOUT, RemoteTimeouts, Stages
@@ -49,6 +53,7 @@ __all__ = [
     "LINEAGE_EXTENSION_URI",
     "TAPE_PROXY_VARIABLE",
     "TRUNCATION_SUFFIX",
+    "BudgetMeters",
     "DelegationRelay",
     "Lineage",
     "RelayWatch",

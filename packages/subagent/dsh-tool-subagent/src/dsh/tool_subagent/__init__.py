@@ -14,7 +14,7 @@ honour the row's settings, fails the load with a message naming the row, the
 provider and the fix, whatever the order of the rows.
 """
 
-from dsh.tool_subagent._config import SubagentToolConfig, ToolFilterConfig
+from dsh.tool_subagent._config import BudgetConfig, SubagentToolConfig, ToolFilterConfig
 from dsh.tool_subagent._plugin import SubagentToolError, plugin
 
-__all__ = ["SubagentToolConfig", "SubagentToolError", "ToolFilterConfig", "plugin"]
+__all__ = ["BudgetConfig", "SubagentToolConfig", "SubagentToolError", "ToolFilterConfig", "plugin"]

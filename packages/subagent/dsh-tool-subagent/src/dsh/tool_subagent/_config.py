@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dsh.subagent import ToolFilter
+from dsh.subagent import Budget, ToolFilter
 
-__all__ = ["SubagentToolConfig", "ToolFilterConfig"]
+__all__ = ["BudgetConfig", "SubagentToolConfig", "ToolFilterConfig"]
 
 
 class ToolFilterConfig(BaseModel):
@@ -26,6 +27,31 @@ class ToolFilterConfig(BaseModel):
         return ToolFilter(
             allow=tuple(self.allow) if self.allow is not None else None, deny=tuple(self.deny)
         )
+
+
+class BudgetConfig(BaseModel):
+    """Caps on what every child this tool starts may spend, its own delegations
+    included (unset: no cap); a child never gets more than its parent's tree has left.
+    A child that reaches one is stopped and the model is told it ran out of budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: int | None = Field(None, ge=1, strict=True)
+    """Input + output tokens of every model call."""
+    usd: float | None = Field(None, gt=0)
+    """Cost in US dollars, from the cost the model reports (a model that reports none
+    cannot run under this cap: the start, or the first unpriced call, fails)."""
+    seconds: float | None = Field(None, gt=0)
+    """Wall time from the child's start."""
+    children: int | None = Field(None, ge=0, strict=True)
+    """Delegations started below the child (all depths); the next one is refused."""
+    turns: int | None = Field(None, ge=1, strict=True)
+    """Model calls (one per step of the agent loop, all depths)."""
+
+    @cached_property
+    def budget(self) -> Budget:
+        """The interface's :class:`~dsh.subagent.Budget` (built once per row)."""
+        return Budget(self.tokens, self.usd, self.seconds, self.children, self.turns)
 
 
 class SubagentToolConfig(BaseModel):
@@ -62,6 +88,10 @@ class SubagentToolConfig(BaseModel):
     that has continuable children: ``spawn``, ``fork``)."""
     description: str | None = None
     """Replaces the tool's default description."""
+    budget: BudgetConfig | None = None
+    """Caps for every child this tool starts, ``{ tokens = 20000, usd = 0.50, seconds =
+    300, children = 10, turns = 8 }`` (needs a provider with the ``budget`` capability:
+    spawn, fork)."""
 
     @field_validator("max_depth")
     @classmethod

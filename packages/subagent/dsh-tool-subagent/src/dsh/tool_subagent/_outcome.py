@@ -16,6 +16,7 @@ HEADLINES = {
     "error": "subagent run failed",
     "max-tokens": "subagent run hit its token limit before finishing",
     "refusal": "subagent declined the task",
+    "budget": "subagent run ran out of budget before finishing (it was stopped at its cap)",
 }
 
 

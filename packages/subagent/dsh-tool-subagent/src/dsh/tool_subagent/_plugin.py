@@ -4,8 +4,8 @@ The tool is registered while its provider is registered: it appears when the
 provider does and goes when the provider goes. Once every row of the preset is
 loaded, the row checks its provider (whatever the order of the rows): a missing
 provider, or one that cannot honour the row's settings (a numeric ``max_depth``
-without ``depth_limit``, a ``persona`` or ``tool_filter`` it does not support, a
-continuable background mode without ``prepare_continuable``), fails the load with
+without ``depth_limit``, a ``persona``, ``tool_filter`` or ``budget`` it does not
+support, a continuable background mode without ``prepare_continuable``), fails the load with
 a message naming the row, the provider and the fix. A tool name already taken
 fails the row at once.
 """
@@ -55,6 +55,18 @@ def check_compatible(config: SubagentToolConfig, provider: SubagentProvider) -> 
             f'{where}: persona needs the "persona" capability, which provider'
             f' "{provider.name}" lacks; remove persona from this row or use a provider that'
             " has it (spawn, fork)"
+        )
+    if config.budget is not None and not caps.budget:
+        raise SubagentToolError(
+            f'{where}: budget needs the "budget" capability, which provider'
+            f' "{provider.name}" lacks (budgets are enforced in-process only so far);'
+            " remove budget from this row or use a provider that has it (spawn, fork)"
+        )
+    continuable = config.enable_run_in_background and config.background_mode == "continuable"
+    if continuable and config.budget is not None:
+        raise SubagentToolError(
+            f"{where}: budget does not apply to continuable children yet; use"
+            ' background_mode = "one-shot" or remove budget from this row'
         )
     if (
         config.enable_run_in_background

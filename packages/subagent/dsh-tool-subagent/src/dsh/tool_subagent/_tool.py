@@ -105,6 +105,7 @@ def start_request(
         max_depth=config.numeric_max_depth,
         tool_filter=config.tool_filter.to_filter() if config.tool_filter else None,
         persona=config.persona,
+        budget=config.budget.budget if config.budget is not None else None,
     )
 
 

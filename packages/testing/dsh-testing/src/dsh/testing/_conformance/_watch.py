@@ -13,6 +13,7 @@ from typing import Any
 
 from dsh.core import Agent, BusEvent, Context
 from dsh.subagent import (
+    Budget,
     SubagentCapabilities,
     SubagentProvider,
     SubagentResult,
@@ -201,6 +202,7 @@ GATE_REQUESTS: list[tuple[str, dict[str, Any]]] = [
     ("depth_limit", {"max_depth": 5}),
     ("tool_filter", {"tool_filter": ToolFilter(deny=())}),
     ("persona", {"persona": "You are a conformance probe."}),
+    ("budget", {"budget": Budget(tokens=1000)}),
 ]
 """A start-request field per capability the gate checks, in the documented order."""
 

@@ -1,0 +1,101 @@
+"""``dsh run --budget-*``: a tree budget on the whole run. A real ``dsh run`` drives the
+fake OpenAI-compatible server; the lead delegates to a spawn child that never stops
+calling tools, and the run is stopped at its token budget."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
+from dsh.testing.model_servers._http import RecordedRequest
+
+pytestmark = pytest.mark.timeout(60)
+
+CHILD_PROMPT = "Read notes.txt again and again."
+PER_CALL = {"prompt_tokens": 90, "completion_tokens": 10}
+
+
+def script(request: RecordedRequest) -> ChatReply:
+    body = request.json if isinstance(request.json, dict) else {}
+    messages = body.get("messages") or []
+    users = [m for m in messages if m.get("role") == "user"]
+    if any(CHILD_PROMPT in str(m.get("content")) for m in users):
+        return ChatReply(
+            text="reading",
+            tool_calls=[ChatToolCall("read_file", {"path": "notes.txt"})],
+            usage=PER_CALL,
+        )
+    return ChatReply(
+        tool_calls=[ChatToolCall("subagent", {"description": "loop", "prompt": CHILD_PROMPT})],
+        usage=PER_CALL,
+    )
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    drop = ("OPENAI_", "DEEPSEEK_", "ANTHROPIC_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(extra)
+    return env
+
+
+def dsh_run(tmp_path: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh.cli", "run", "--yes", *flags, "Do the loop."],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_budget_tokens_stops_the_whole_run(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("Notes.\n")
+    with OpenAIChatServer(default=script, api_key="k") as srv:
+        env = clean_env(OPENAI_BASE_URL=srv.api_base, OPENAI_API_KEY="k")
+        done = dsh_run(tmp_path, env, "--budget-tokens", "1000")
+        requests = srv.requests
+    assert done.returncode == 1, done.stderr
+    assert "dsh run: stopped by its budget: token budget 1000 reached: 1000 tokens used" in (
+        done.stderr
+    )
+    assert len(requests) <= 10 + 1  # 100 tokens a call: the cap, plus one in flight
+    assert "token budget 900 reached: 900 tokens used" in done.stderr  # the child's end
+    assert "budget: 1,000 of 1,000 tokens\n" in done.stderr  # spent against each cap
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--budget-tokens", "0", "--budget-tokens 0: budget tokens must be a positive integer"),
+        ("--budget-usd", "-1", "--budget-usd -1.0: budget usd must be a positive number"),
+        ("--budget-children", "-2", "--budget-children -2: budget children must be a non-neg"),
+    ],
+)
+def test_bad_budget_flags_are_named(tmp_path: Path, flag: str, value: str, message: str) -> None:
+    done = dsh_run(tmp_path, clean_env(OPENAI_BASE_URL="http://127.0.0.1:9/v1"), flag, value)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "omit the flag for no cap" in done.stderr
+
+
+def test_budget_usd_on_a_model_without_a_price_fails_loudly(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("Notes.\n")
+    with OpenAIChatServer(default=script, api_key="k") as srv:
+        env = clean_env(
+            OPENAI_BASE_URL=srv.api_base, OPENAI_API_KEY="k", OPENAI_MODEL="no-price-model-x"
+        )
+        done = dsh_run(tmp_path, env, "--budget-usd", "1")
+        requests = srv.requests
+    assert done.returncode == 1, done.stderr
+    assert (
+        "dsh run: stopped by its budget: the budget could not be enforced: usd budget $1.00"
+        " cannot be enforced: the model reported no cost" in done.stderr
+    )
+    assert len(requests) == 1  # the lead's first call, and nothing after it

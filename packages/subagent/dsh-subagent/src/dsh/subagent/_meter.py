@@ -1,0 +1,384 @@
+"""Budget meters: what a run and everything below it spent, against its :class:`Budget`.
+
+One :class:`BudgetMeter` per budgeted run (and per root agent given a tree budget with
+:meth:`~dsh.subagent.SubagentRuntime.budget_tree`). A meter knows the meter of the run
+above it; every charge (a model call's tokens and cost, a delegation started) goes to
+the meter and to every meter above it, so spending in a child counts against its
+ancestors' budgets. The meters of live runs are kept by agent id in
+:class:`BudgetMeters` (the runtime's); a context where no budget was ever set keeps
+none, and its starts do no budget work at all.
+
+When a cap is reached the meter *trips*: it records the stop reason and diagnostic and
+calls its ``stop`` (the run's cancel: the same path as a cancel, which stops the run's
+whole tree). Caps are checked on every usage update (``assistant/message``) and before
+the next model call or tool call (``tool/call``, ``tool/result``, ``turn/start``), at
+the time limit (a timer), and for ``children`` when a delegation starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dsh.subagent._errors import CapacityExceeded, UnsupportedCapability
+from dsh.subagent._types import Budget
+
+if TYPE_CHECKING:
+    from dsh.core import Agent
+    from dsh.core.sessions import Event
+    from dsh.subagent._provider import SubagentProvider
+    from dsh.subagent._types import SubagentStartRequest
+
+__all__ = ["BudgetMeter", "BudgetMeters", "Deadlines"]
+
+_CHECKPOINTS = frozenset(("tool/call", "tool/result", "turn/start"))
+"""Events after which the agent calls a tool or the model again: a reached cap stops it."""
+
+Stop = Callable[[str], object]
+
+
+class BudgetMeter:
+    """Spending of one run and the runs below it, against ``budget``.
+
+    ``tokens`` (input + output), ``usd``, ``turns`` (model calls) and ``children``
+    (delegations started) count this run's subtree; ``tripped`` is ``(stop_reason,
+    diagnostic)`` once a cap was reached (stop reason ``budget``, or ``error`` for a
+    ``usd`` cap on a model that reports no cost).
+    """
+
+    __slots__ = (
+        "_stop",
+        "_timer",
+        "budget",
+        "children",
+        "deadline",
+        "parent",
+        "started",
+        "tokens",
+        "tripped",
+        "turns",
+        "usd",
+    )
+
+    def __init__(
+        self,
+        budget: Budget,
+        parent: BudgetMeter | None,
+        stop: Stop,
+        deadlines: Deadlines | None = None,
+    ) -> None:
+        self.budget = budget
+        self.parent = parent
+        self.tokens = 0
+        self.usd = 0.0
+        self.turns = 0
+        self.children = 0
+        self.started = time.monotonic()
+        self.tripped: tuple[str, str] | None = None
+        self._stop = stop
+        self._timer: asyncio.TimerHandle | None = None
+        self.deadline: float | None = None
+        """When the time cap is reached (monotonic clock), while a shared
+        :class:`Deadlines` watches it."""
+        if budget.seconds is not None:
+            if deadlines is not None:  # (one timer for all the runtime's meters)
+                deadlines.add(self, self.started + budget.seconds)
+            else:
+                loop = asyncio.get_running_loop()
+                self._timer = loop.call_later(budget.seconds, self._time_up)
+
+    # -- the agent's events ------------------------------------------------------------
+
+    def observe(self, event: Event) -> None:
+        """Charge a model call (``assistant/message``); check the caps before the next
+        tool or model call. (An :data:`~dsh.core.AgentObserver`.)"""
+        kind = event.type
+        if kind == "assistant/message":
+            self.charge_call(event.data.get("usage"))
+        elif kind in _CHECKPOINTS:
+            self.check()
+
+    def charge_call(self, usage: Mapping[str, Any] | None) -> None:
+        """Count one model call and its usage here and in every meter above. Under a
+        ``usd`` cap a call with tokens but no cost (or no usage at all) stops the run
+        (stop reason ``error``): the cap could not be enforced."""
+        tokens = 0
+        cost: float | None = None
+        if usage:
+            tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+            raw = usage.get("cost_usd")
+            cost = (
+                float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+            )
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            meter.tokens += tokens
+            meter.turns += 1
+            if cost is not None:
+                meter.usd += cost
+            meter = meter.parent
+        if cost is None and (tokens or not usage) and self.budget.usd is not None:
+            self.trip(
+                "error",
+                f"usd budget ${self.budget.usd:.2f} cannot be enforced: the model reported no"
+                " cost (cost_usd) for a call; use a model whose adapter prices its calls, or"
+                " remove the usd cap",
+            )
+
+    def charge_child(self) -> None:
+        """Count a delegation started below this meter's run; raises
+        ``CAPACITY_EXCEEDED`` (and trips the meter whose ``children`` cap is reached)
+        instead when a meter on the way up has no room."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            cap = meter.budget.children
+            if cap is not None and meter.children >= cap:
+                diagnostic = f"children budget {cap} reached: {meter.children} delegations started"
+                meter.trip("budget", diagnostic)
+                raise CapacityExceeded(
+                    f"{diagnostic}; finish with what you have without delegating"
+                )
+            meter = meter.parent
+        meter = self
+        while meter is not None:
+            meter.children += 1
+            meter = meter.parent
+
+    def check(self) -> bool:
+        """Trip the first meter (this one, then up) whose cap is reached; True if this
+        run must stop."""
+        if self.tripped is not None:
+            return True
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            if meter.tripped is not None:
+                return True
+            reached = meter.reached()
+            if reached is not None:
+                meter.trip("budget", reached)
+                return True
+            meter = meter.parent
+        return False
+
+    def reached(self) -> str | None:
+        """The diagnostic of the first cap this meter has reached (None: none)."""
+        budget = self.budget
+        if budget.tokens is not None and self.tokens >= budget.tokens:
+            return f"token budget {budget.tokens} reached: {self.tokens} tokens used"
+        if budget.usd is not None and self.usd >= budget.usd:
+            return f"usd budget ${budget.usd:.2f} reached: ${self.usd:.4f} spent"
+        if budget.turns is not None and self.turns >= budget.turns:
+            return f"turn budget {budget.turns} reached: {self.turns} model calls made"
+        if budget.seconds is not None:
+            elapsed = time.monotonic() - self.started
+            if elapsed >= budget.seconds:
+                return f"time budget {budget.seconds:g} s reached: {elapsed:.1f} s elapsed"
+        return None
+
+    def trip(self, stop_reason: str, diagnostic: str) -> None:
+        """Record why the run stops (the first reason wins) and stop it."""
+        if self.tripped is not None:
+            return
+        self.tripped = (stop_reason, diagnostic)
+        self.cancel_timer()
+        self._stop(diagnostic)
+
+    def verdict(self) -> tuple[str, str] | None:
+        """``(stop_reason, diagnostic)`` of this meter or the nearest tripped one above
+        (a run stopped because its ancestor ran out); None if none tripped."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            if meter.tripped is not None:
+                return meter.tripped
+            meter = meter.parent
+        return None
+
+    def remaining(self) -> Budget:
+        """What is left of every cap here and above (a child's budget is never larger);
+        raises ``CAPACITY_EXCEEDED`` when a cap has nothing left."""
+        left: dict[str, Any] = {}
+        meter: BudgetMeter | None = self
+        now = time.monotonic()
+        while meter is not None:
+            budget = meter.budget
+            for name, cap, spent in (
+                ("tokens", budget.tokens, meter.tokens),
+                ("usd", budget.usd, meter.usd),
+                ("turns", budget.turns, meter.turns),
+                ("seconds", budget.seconds, now - meter.started),
+                ("children", budget.children, meter.children),
+            ):
+                if cap is None:
+                    continue
+                rest = cap - spent
+                if rest <= 0 and name != "children":
+                    raise CapacityExceeded(
+                        f"the delegation tree's {name} budget ({cap:g}) is used up; finish"
+                        " with what you have without delegating"
+                    )
+                previous = left.get(name)
+                left[name] = rest if previous is None else min(previous, rest)
+            meter = meter.parent
+        return Budget(**left)
+
+    def spent(self) -> dict[str, Any]:
+        """What this meter counted, for reports: ``{"tokens", "usd", "turns",
+        "children", "seconds"}``."""
+        return {
+            "tokens": self.tokens,
+            "usd": self.usd,
+            "turns": self.turns,
+            "children": self.children,
+            "seconds": round(time.monotonic() - self.started, 3),
+        }
+
+    def cancel_timer(self) -> None:
+        """Stop the time-limit timer (the run settled)."""
+        timer = self._timer
+        if timer is not None:
+            self._timer = None
+            timer.cancel()
+
+    def release(self) -> None:
+        """The run settled: no timer, and no hold on what ``stop`` would stop."""
+        self.cancel_timer()
+        self._stop = _no_stop
+
+    def _time_up(self) -> None:
+        self._timer = None
+        budget_seconds = self.budget.seconds
+        self.trip(
+            "budget",
+            f"time budget {budget_seconds:g} s reached:"
+            f" {time.monotonic() - self.started:.1f} s elapsed",
+        )
+
+
+def _no_stop(diagnostic: str) -> None:
+    return None
+
+
+_COMPACT_AT = 64
+"""Stale entries :class:`Deadlines` tolerates before it rebuilds its heap (and 4x the
+live ones)."""
+
+
+class Deadlines:
+    """One asyncio timer for the time caps of many meters: a heap of deadlines and a
+    timer for the earliest. A meter that settles first is dropped lazily (its entry
+    stays until it comes up, or until stale entries outnumber live ones 4 to 1), and
+    the timer is left to fire: runs that start one after another with the same cap
+    then share one timer per period instead of one each."""
+
+    __slots__ = ("_at", "_handle", "_heap", "_live")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, BudgetMeter]] = []
+        self._handle: asyncio.TimerHandle | None = None
+        self._at = math.inf
+        self._live = 0
+
+    def add(self, meter: BudgetMeter, deadline: float) -> None:
+        """Trip ``meter``'s time cap at ``deadline`` (monotonic clock)."""
+        meter.deadline = deadline
+        heapq.heappush(self._heap, (deadline, id(meter), meter))
+        self._live += 1
+        if deadline < self._at:
+            self._schedule(deadline)
+
+    def discard(self, meter: BudgetMeter) -> None:
+        """``meter``'s run settled before its deadline."""
+        if meter.deadline is None:
+            return
+        meter.deadline = None
+        self._live -= 1
+        heap = self._heap
+        if self._live == 0:
+            heap.clear()  # (the timer stays: it finds nothing; one timer serves the next)
+        elif len(heap) > _COMPACT_AT and len(heap) > 4 * self._live:
+            self._heap = [entry for entry in heap if entry[2].deadline is not None]
+            heapq.heapify(self._heap)
+
+    def _schedule(self, deadline: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._at = deadline
+        delay = max(deadline - time.monotonic(), 0.0)
+        self._handle = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._at = math.inf
+        heap = self._heap
+        now = time.monotonic()
+        due: list[BudgetMeter] = []
+        while heap:
+            deadline, _, meter = heap[0]
+            if meter.deadline is None:  # settled before its deadline
+                heapq.heappop(heap)
+                continue
+            if deadline > now:
+                self._schedule(deadline)
+                break
+            heapq.heappop(heap)
+            meter.deadline = None
+            self._live -= 1
+            due.append(meter)
+        for meter in due:
+            meter._time_up()
+
+
+class BudgetMeters:
+    """The meters of live budgeted runs and budgeted root agents, by agent id."""
+
+    __slots__ = ("_deadlines", "by_agent")
+
+    def __init__(self) -> None:
+        self.by_agent: dict[str, BudgetMeter] = {}
+        """The meters by agent id (empty: no budget anywhere; starts then skip budgets)."""
+        self._deadlines = Deadlines()
+
+    def get(self, agent_id: str) -> BudgetMeter | None:
+        """The meter of agent ``agent_id`` (None: not metered)."""
+        return self.by_agent.get(agent_id)
+
+    def prepare(
+        self, name: str, provider: SubagentProvider, request: SubagentStartRequest
+    ) -> SubagentStartRequest:
+        """The request a provider gets under a budget: its ``budget`` capped by what
+        the parent's tree has left, and the delegation counted against ``children``.
+        Unchanged when neither the request nor the parent's tree has a budget."""
+        parent = self.by_agent.get(request.parent.id)
+        if parent is None:
+            return request
+        if not provider.capabilities.budget:
+            raise UnsupportedCapability(
+                f'subagent provider "{name}" does not support the "budget" capability,'
+                " and the delegation tree has a budget it could not enforce; delegate with"
+                " an in-process provider (spawn, fork) under a budget"
+            )
+        parent.charge_child()
+        remaining = parent.remaining()
+        from dataclasses import replace  # (only budgeted starts pay)
+
+        return replace(request, budget=(request.budget or Budget()).within(remaining))
+
+    def open(self, agent: Agent, budget: Budget, stop: Stop) -> BudgetMeter:
+        """A meter for ``agent`` (below its parent's meter, if any)."""
+        parent_id = agent.parent_id
+        parent = self.by_agent.get(parent_id) if parent_id is not None else None
+        meter = BudgetMeter(budget, parent, stop, self._deadlines)
+        self.by_agent[agent.id] = meter
+        return meter
+
+    def close(self, agent_id: str, meter: BudgetMeter) -> None:
+        """Forget ``agent_id``'s meter (its run settled); stops its time cap."""
+        meter.release()
+        if meter.deadline is not None:
+            self._deadlines.discard(meter)
+        if self.by_agent.get(agent_id) is meter:
+            del self.by_agent[agent_id]

@@ -95,7 +95,7 @@ class BudgetMeter:
 
     def observe(self, event: Event) -> None:
         """Charge a model call (``assistant/message``); check the caps before the next
-        tool or model call. (An :data:`~dsh.core.AgentObserver`.)"""
+        tool or model call. (An :data:`~dsh.core.agents.AgentObserver`.)"""
         kind = event.type
         if kind == "assistant/message":
             self.charge_call(event.data.get("usage"))

@@ -8,11 +8,9 @@ import datetime
 import json
 import os
 import secrets
-import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import quote
 
@@ -45,6 +43,7 @@ from dsh.tape._http import (
     write_whole,
 )
 from dsh.tape._route import LABEL_ROUTE, RouteError, parse_target
+from dsh.tape.serving import BackgroundServer
 
 __all__ = ["TapeProxy"]
 
@@ -67,7 +66,7 @@ _HOP = {
 _PASS_BACK = ("retry-after", "x-request-id", "request-id")
 
 
-class TapeProxy:
+class TapeProxy(BackgroundServer):
     """A recording proxy for model HTTP APIs, on 127.0.0.1 in a thread of its own.
 
     ``mode="record"`` forwards every request to ``upstreams[label]`` (streaming the
@@ -89,6 +88,8 @@ class TapeProxy:
     :meth:`close`; closing ends every connection and joins the thread.
     """
 
+    stream_limit = HEAD_LIMIT
+
     def __init__(
         self,
         directory: str | os.PathLike[str],
@@ -101,6 +102,7 @@ class TapeProxy:
     ) -> None:
         if mode not in ("record", "replay"):
             raise ValueError(f'mode must be "record" or "replay", not {mode!r}')
+        super().__init__(host)
         self.directory = Path(directory)
         """The tape directory (the tape is its ``tape.jsonl``)."""
         self.mode: Mode = mode
@@ -118,27 +120,14 @@ class TapeProxy:
         """Unexpected errors while answering (each answered HTTP 500 when it could be)."""
         self._meta = dict(meta or {})
         self._token = secrets.token_urlsafe(18)
-        self._host = host
         self._timeout = timeout
         self._fd: int | None = None
         self._seq = 0
         self._index: dict[tuple[str, str, str, str], deque[dict[str, Any]]] = {}
         self._unused: list[dict[str, Any]] = []
-        self._port = 0
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._failure: BaseException | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
         self._http: httpx.AsyncClient | None = None
 
     # -- public ---------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        """The bound port (0 before :meth:`start`)."""
-        return self._port
 
     @property
     def tape_path(self) -> Path:
@@ -154,9 +143,9 @@ class TapeProxy:
     def proxy_url(self) -> str:
         """``http://127.0.0.1:<port>/<token>``: the value of ``DSH_TAPE_PROXY`` that
         announces this proxy to the processes of a tree (:meth:`env`)."""
-        if not self._port:
+        if not self.port:
             raise RuntimeError("the tape proxy is not started")
-        return f"http://{self._host}:{self._port}/{self._token}"
+        return f"http://{self.host}:{self.port}/{self._token}"
 
     def base_url(self, label: str) -> str:
         """``<proxy_url>/u/<label>``: use it where ``label``'s base URL went."""
@@ -170,54 +159,29 @@ class TapeProxy:
     def start(self) -> Self:
         """Open the tape, bind and serve in a background thread; returns ``self``.
         :class:`TapeError` when the tape cannot be read or written."""
-        if self._thread is not None:
+        if self.port or self._fd is not None:
             raise RuntimeError("the tape proxy is already started")
         if self.mode == "replay":
             self._load()
         else:
             self._open_for_recording()
-        thread = threading.Thread(target=self._main, name="TapeProxy", daemon=True)
-        self._thread = thread
-        thread.start()
-        if not self._ready.wait(10) or self._failure is not None:
-            failure = self._failure
-            self.close()
-            raise TapeError(f"the tape proxy failed to start: {failure}") from failure
-        return self
+        return super().start()
 
     def close(self, timeout: float = 10.0) -> None:
         """End every connection, stop the thread, close the tape. Idempotent."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            loop, stop = self._loop, self._stop
-            if loop is not None and stop is not None:
-                with contextlib.suppress(RuntimeError):  # the loop already ended
-                    loop.call_soon_threadsafe(stop.set)
-            thread.join(timeout)
-            if thread.is_alive():
-                raise RuntimeError(f"the tape proxy's thread did not stop within {timeout} s")
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        try:
+            super().close(timeout)
+        finally:
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self.start()  # a millisecond or two: no worker thread needed
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def start_error(self, failure: BaseException | None) -> Exception:
+        """:class:`TapeError` naming why the proxy could not start."""
+        return TapeError(f"the tape proxy failed to start: {failure}")
 
     def __repr__(self) -> str:
-        where = f"127.0.0.1:{self._port}" if self._port else "not started"
+        where = f"{self.host}:{self.port}" if self.port else "not started"
         return f"<TapeProxy {self.mode} {self.directory} {where}>"
 
     # -- the tape -------------------------------------------------------------------
@@ -254,84 +218,39 @@ class TapeProxy:
 
     # -- the server thread ----------------------------------------------------------
 
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._serve())
-        except BaseException as exc:
-            self._failure = exc
-        finally:
-            try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
-                self._ready.set()
-
-    async def _serve(self) -> None:
-        self._stop = asyncio.Event()
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """Holds the HTTP client for the upstreams open while the proxy serves."""
         timeout = httpx.Timeout(self._timeout, connect=30.0)
         async with httpx.AsyncClient(timeout=timeout) as client:  # HTTPS_PROXY as the client would
             self._http = client
-            server = await asyncio.start_server(
-                self._on_connection, self._host, 0, limit=HEAD_LIMIT
-            )
-            self._port = server.sockets[0].getsockname()[1]
-            self._ready.set()
-            try:
-                await self._stop.wait()
-            finally:
-                server.close()
-                for writer in list(self._writers):
-                    writer.transport.abort()
-                current = asyncio.current_task()
-                for _ in range(5):
-                    tasks = [t for t in asyncio.all_tasks() if t is not current]
-                    if not tasks:
-                        break
-                    for task in tasks:
-                        task.cancel()
-                    await asyncio.gather(*tasks, return_exceptions=True)
-                await server.wait_closed()
-                for _ in range(3):  # let transports run their connection_lost callbacks
-                    await asyncio.sleep(0)
+            yield
 
-    async def _on_connection(
+    async def on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        self._writers.add(writer)
-        try:
-            while True:
-                try:
-                    request = await read_request(reader)
-                except BadRequest as exc:
-                    body = error_body(400, "bad_request", f"tape proxy: {exc}")
-                    await write_whole(writer, 400, body, "application/json", keep_alive=False)
-                    return
-                if request is None:
-                    return
-                try:
-                    await self._handle(request, writer)
-                except (ConnectionError, OSError):
-                    raise
-                except Exception as exc:  # a bug, or a tape line of the wrong shape
-                    self.errors.append(exc)
-                    message = f"tape proxy error: {type(exc).__name__}: {exc}"
-                    body = error_body(500, "tape_proxy_error", redact_text(message))
-                    await write_whole(writer, 500, body, "application/json", keep_alive=False)
-                    return
-                if not request.keep_alive:
-                    return
-        except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            # The client went away, or the proxy is closing. (A connection task must not
-            # end cancelled: asyncio's stream protocol would log it as an error.)
-            pass
-        finally:
-            self._writers.discard(writer)
-            if self._stop is not None and self._stop.is_set():
-                writer.transport.abort()
-            elif not writer.transport.is_closing():
-                writer.close()
+        """Answer the requests of one connection until it ends or asks to close."""
+        while True:
+            try:
+                request = await read_request(reader)
+            except BadRequest as exc:
+                body = error_body(400, "bad_request", f"tape proxy: {exc}")
+                await write_whole(writer, 400, body, "application/json", keep_alive=False)
+                return
+            if request is None:
+                return
+            try:
+                await self._handle(request, writer)
+            except (ConnectionError, OSError):
+                raise
+            except Exception as exc:  # a bug, or a tape line of the wrong shape
+                self.errors.append(exc)
+                message = f"tape proxy error: {type(exc).__name__}: {exc}"
+                body = error_body(500, "tape_proxy_error", redact_text(message))
+                await write_whole(writer, 500, body, "application/json", keep_alive=False)
+                return
+            if not request.keep_alive:
+                return
 
     async def _handle(self, request: Request, writer: asyncio.StreamWriter) -> None:
         route = parse_target(request.target, self._token)

@@ -31,7 +31,6 @@ Closing the server cancels every handler, aborts every open connection
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http.client
 import inspect
 import itertools
@@ -40,9 +39,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from dsh.tape.serving import BackgroundServer
 from dsh.testing.model_servers._http import (
     BadRequest,
     Connection,
@@ -56,7 +55,7 @@ from dsh.testing.model_servers._script import Hang, HTTPError, Reset
 __all__ = ["FakeServer"]
 
 
-class FakeServer:
+class FakeServer(BackgroundServer):
     """A scripted HTTP/1.1 server on 127.0.0.1 in a thread of its own.
 
     ``script`` items are queued for the scripted routes; ``default`` answers
@@ -65,7 +64,7 @@ class FakeServer:
     """
 
     def __init__(self, *script: Any, default: Any = None, host: str = "127.0.0.1") -> None:
-        self.host = host
+        super().__init__(host)
         self.default: Any = default
         """Answer when the script queue is empty (None: HTTP 500 "script exhausted")."""
         self.errors: list[BaseException] = []
@@ -75,12 +74,6 @@ class FakeServer:
         self._log: list[RecordedRequest] = []
         self._routes: dict[tuple[str, str], Handler] = {}
         self._connections = itertools.count(1)
-        self._port = 0
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
 
     # -- configuration ----------------------------------------------------------------
 
@@ -170,118 +163,28 @@ class FakeServer:
     # -- lifecycle ------------------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        """The bound port (0 before :meth:`start`)."""
-        return self._port
-
-    @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>`` (no trailing slash)."""
-        if not self._port:
+        if not self.port:
             raise RuntimeError(f"{type(self).__name__} is not started")
-        return f"http://{self.host}:{self._port}"
-
-    def start(self) -> Self:
-        """Bind and start serving in a background thread; returns ``self``."""
-        if self._thread is not None:
-            raise RuntimeError(f"{type(self).__name__} is already started")
-        thread = threading.Thread(target=self._main, name=type(self).__name__, daemon=True)
-        self._thread = thread
-        thread.start()
-        if not self._ready.wait(10) or self._startup_error is not None:
-            self.close()
-            raise RuntimeError(f"{type(self).__name__} failed to start") from self._startup_error
-        return self
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop: cancel handlers, abort connections, join the thread. Idempotent."""
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        loop, stop = self._loop, self._stop
-        if loop is not None and stop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout)
-        if thread.is_alive():
-            raise RuntimeError(f"{type(self).__name__} thread did not stop within {timeout} s")
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        # Starting and stopping take a millisecond or two; no worker thread needed.
-        return self.start()
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        return f"http://{self.host}:{self.port}"
 
     def __repr__(self) -> str:
-        where = self.base_url if self._port else "not started"
+        where = self.base_url if self.port else "not started"
         return f"<{type(self).__name__} {where} requests={len(self._log)}>"
 
     # -- the server thread --------------------------------------------------------------
 
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._serve())
-        except BaseException as exc:
-            self._startup_error = exc
-        finally:
-            try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
-                self._ready.set()
-
-    async def _serve(self) -> None:
-        self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._on_connection, self.host, 0)
-        self._port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            server.close()
-            current = asyncio.current_task()
-            for _ in range(5):
-                tasks = [t for t in asyncio.all_tasks() if t is not current]
-                if not tasks:
-                    break
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-            await server.wait_closed()
-            for _ in range(3):  # let transports run their connection_lost callbacks
-                await asyncio.sleep(0)
-
-    async def _on_connection(
+    async def on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        """Serve one connection's requests, with a pump that notices the peer close."""
         conn = Connection(reader, writer, next(self._connections))
         pump = asyncio.create_task(conn.pump())
         try:
             await self._serve_connection(conn)
-        except (ConnectionError, OSError, asyncio.CancelledError):
-            # The client went away, or the server is closing. (A connection task must
-            # not end cancelled: asyncio's stream protocol would log it as an error.)
-            pass
         finally:
             pump.cancel()
-            transport = writer.transport
-            if self._stop is not None and self._stop.is_set():
-                transport.abort()
-            elif not transport.is_closing():
-                writer.close()
             await asyncio.gather(pump, return_exceptions=True)
 
     async def _serve_connection(self, conn: Connection) -> None:
@@ -306,7 +209,7 @@ class FakeServer:
             finally:
                 watch.cancel()
                 if not handling.done():
-                    closing = self._stop is not None and self._stop.is_set()
+                    closing = self.closing
                     if conn.peer_closed.is_set() and not request.finished and not closing:
                         request.client_disconnected = True
                     handling.cancel()

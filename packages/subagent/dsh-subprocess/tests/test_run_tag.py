@@ -155,7 +155,7 @@ async def test_sweep_later_goes_through_the_watchdog() -> None:
     tag = RunTag()
     child, grandchild = await start_tree(tag)
     started = time.monotonic()
-    tag.sweep_later()  # returns at once; the watchdog does the scan
-    assert time.monotonic() - started < 0.05
+    tag.sweep_later()  # returns at once; the watchdog does the scan (and the waiting)
+    assert time.monotonic() - started < 1.0  # not the terminate grace of a swept tree
     await gone([child.pid, grandchild])
     assert await child.terminate() == "exited"

@@ -1,7 +1,7 @@
 """grep and glob cannot hang the process: a catastrophic regular expression ends with
-an error within 2 s while the event loop keeps serving, a glob is matched in linear
-time, and grep's fast whole-file search finds exactly the lines a line-by-line search
-finds."""
+an error once its time limit (grep_timeout) is up, while the event loop keeps serving;
+a glob is matched in linear time; and grep's fast whole-file search finds exactly the
+lines a line-by-line search finds."""
 
 from __future__ import annotations
 
@@ -56,22 +56,24 @@ async def test_a_catastrophic_grep_pattern_errors_in_time_and_blocks_nobody(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "a.txt").write_text("fine\n" + "a" * 40 + "b\n")  # a 41-character line
-    async with Context.open(parse_preset(BASE), cwd=tmp_path) as ctx:
+    # A 1.5 s limit: a search run on the event loop would stall it at least that long.
+    preset = BASE + "config = { grep_timeout = 1.5 }\n"
+    async with Context.open(parse_preset(preset), cwd=tmp_path) as ctx:
         result, took, stall = await timed_with_stall(
             lambda: run_tool(ctx, "grep", pattern="(a|aa)+$")
         )
         assert result.is_error, result.content
         assert 'the pattern "(a|aa)+$" is too slow' in str(result.content)
         assert "grep_timeout" in str(result.content)
-        assert took < 2.0, took
-        assert stall < 0.5, stall
+        assert took < 6.0, took
+        assert stall < 1.0, stall
         # the same pattern line by line (a lookbehind keeps it off the fast path)
         result, took, stall = await timed_with_stall(
             lambda: run_tool(ctx, "grep", pattern="(?<!x)(a|aa)+$")
         )
         assert "is too slow" in str(result.content)
-        assert took < 2.0, took
-        assert stall < 0.5, stall
+        assert took < 6.0, took
+        assert stall < 1.0, stall
         # and the tool still answers sane patterns
         ok = await run_tool(ctx, "grep", pattern="^fi")
         assert ok.content == "a.txt:1:fine"
@@ -102,14 +104,14 @@ async def test_a_pathological_glob_returns_in_time(tmp_path: Path) -> None:
             )
             assert not result.is_error, result.content
             assert str(result.content).startswith(expected)
-            assert took < 2.0, (pattern, took)
-            assert stall < 0.5, (pattern, stall)
+            assert took < 5.0, (pattern, took)  # backtracking would take far longer
+            assert stall < 2.0, (pattern, stall)
         # grep's glob filter uses the same matcher
         result, took, _ = await timed_with_stall(
             lambda: run_tool(ctx, "grep", pattern="x", glob="*a*a*a*a*a*a*a*a*a*a*b")
         )
         assert "no matches" in str(result.content)
-        assert took < 2.0
+        assert took < 5.0
 
 
 def test_globs_match_as_documented() -> None:

@@ -85,11 +85,15 @@ class SharedWorkspace:
         self._watchers: set[asyncio.Task[None]] = set()
         self.served = 0
         """Requests served (answered without an error)."""
+        self.closed = False
+        """Set by :meth:`close` and :meth:`kill_now`: no terminal starts any more."""
 
     async def handle(self, method: str, params: Any) -> Any:
         """Answer ``method`` (one of :data:`WORKSPACE_METHODS`)."""
         if not isinstance(params, Mapping):
             raise RemoteError(_INVALID, f"{method}: params must be an object")
+        if self.closed:
+            raise RemoteError(_FAILED, f"{method}: the run is over")
         if method == "fs/read_text_file":
             answer = await self._read(params)
         elif method == "fs/write_text_file":
@@ -224,9 +228,10 @@ class SharedWorkspace:
         except RemoteError as exc:
             self._end(call_id, "failed", exc.message)
             raise
-        if self.signal.aborted:  # the run ended while it started: it must not outlive it
-            await terminal.release()
-            raise RemoteError(_FAILED, f"{what}: the run is over ({self.signal.reason})")
+        if self.closed or self.signal.aborted:  # the run ended while it started
+            await terminal.release()  # it must not outlive the run
+            self._end(call_id, "failed", "the run is over")
+            raise RemoteError(_FAILED, f"{what}: the run is over")
         self.terminals[call_id] = terminal
         watcher = asyncio.get_running_loop().create_task(self._watch(call_id, terminal))
         self._watchers.add(watcher)
@@ -264,7 +269,9 @@ class SharedWorkspace:
     # -- the run's end ----------------------------------------------------------------
 
     async def close(self) -> None:
-        """Release every terminal (the tree of each is stopped) and stop watching."""
+        """Release every terminal (the tree of each is stopped) and stop watching; a
+        terminal that finishes starting later is released at once."""
+        self.closed = True
         terminals, self.terminals = list(self.terminals.values()), {}
         for terminal in terminals:
             with contextlib.suppress(Exception):
@@ -274,6 +281,7 @@ class SharedWorkspace:
 
     def kill_now(self) -> None:
         """SIGKILL every terminal's tree now (synchronous)."""
+        self.closed = True
         for terminal in self.terminals.values():
             terminal.kill_now()
         for watcher in list(self._watchers):

@@ -8,6 +8,7 @@ is the list of requests it sends to its client (see its docstring)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -294,3 +295,43 @@ async def test_a_terminal_dies_when_the_run_is_disposed_mid_turn(rig: Rig) -> No
         await _until(started, within=30)
     await anyio.to_thread.run_sync(wait_until_gone, _marked(marker), 10)
     assert not _marked(marker)
+
+
+async def test_a_terminal_dies_with_a_parent_that_is_sigkilled(tmp_path: Path) -> None:
+    """A separate parent process (``python -m dsh.testing.faults parent``) serves the
+    agent's terminal; SIGKILL it and the terminal's command goes too (the watchdog)."""
+    marker = "59.875"
+    steps = [["create", {"command": f"sleep {marker}"}], ["wait", {}]]
+    spec = {
+        "preset": '[agent.model]\nadapter = "scripted"\n' + TOOLS + ALLOWED,
+        "plugins": [["dsh-subagent-acp", shared().model_dump(mode="json")]],
+        "setup": None,
+        "cwd": str(tmp_path),
+        "provider": "acp-ws",
+        "prompt": json.dumps(steps),
+        "agent_options": None,
+    }
+    spec_file = tmp_path / "parent.json"
+    spec_file.write_text(json.dumps(spec), encoding="utf-8")
+    parent = await anyio.open_process(
+        [sys.executable, "-m", "dsh.testing.faults", "parent", str(spec_file)],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        async def started() -> bool:
+            return bool(_marked(marker))
+
+        await _until(started, within=60)
+        tree = process_tree([parent.pid])
+        assert _marked(marker) <= tree  # the terminal is the parent's child, not the agent's
+        parent.kill()
+        await parent.wait()
+        await anyio.to_thread.run_sync(wait_until_gone, tree - {parent.pid}, 15)
+        assert not _marked(marker)
+    finally:
+        if parent.returncode is None:
+            parent.kill()
+            await parent.wait()
+        await parent.aclose()

@@ -297,6 +297,25 @@ async def test_a_terminal_dies_when_the_run_is_disposed_mid_turn(rig: Rig) -> No
     assert not _marked(marker)
 
 
+async def test_a_pooled_agent_serves_each_run_and_keeps_no_terminal(
+    rig: Rig, tmp_path: Path
+) -> None:
+    marker = "41.625"
+    config = shared(name="acp-ws-pool", pool={"size": 1})
+    for n in (1, 2):
+        answers, items = await rig.steps(
+            ("caps", {}),
+            ("create", {"command": f"sleep {marker}"}),
+            ("write", {"path": str(tmp_path / f"run{n}.txt"), "content": f"run {n}"}),
+            config=config,
+        )
+        assert answers[0]["ok"]["terminal"] is True  # offered to the warm process too
+        assert (tmp_path / f"run{n}.txt").read_text(encoding="utf-8") == f"run {n}"
+        assert [k for k, _, _ in tool_items(items)].count("tool_call") == 2
+        await anyio.to_thread.run_sync(wait_until_gone, _marked(marker), 10)
+        assert not _marked(marker)  # the run's terminal went with the run, not the process
+
+
 async def test_a_terminal_dies_with_a_parent_that_is_sigkilled(tmp_path: Path) -> None:
     """A separate parent process (``python -m dsh.testing.faults parent``) serves the
     agent's terminal; SIGKILL it and the terminal's command goes too (the watchdog)."""

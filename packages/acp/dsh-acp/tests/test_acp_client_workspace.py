@@ -1,5 +1,7 @@
 """``dsh acp --workspace client`` (issue 26 item 4): with a client that offers ``fs`` and
-``terminal``, the agent's file and shell tools become client requests.
+``terminal``, the agent's file and shell tools become client requests. Two clients: the
+Python SDK in process, and the TypeScript SDK (``acp_sdk_fs_client.mjs``; skipped
+locally without ``tools/install-acp-sdk.sh``, a failure under CI).
 
 Driven by the official ``acp`` SDK client against a real ``dsh acp`` process whose
 model (a fake OpenAI chat server) writes a file, edits it, reads it and runs a
@@ -10,6 +12,10 @@ disk or a process is nothing, so every effect the model sees went through it.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -177,3 +183,62 @@ async def test_file_and_shell_tools_go_through_the_client(tmp_path: Path) -> Non
     assert "through the editor" in results[0]
     assert results[2] == "hello editor\n"
     assert results[3] == "all tests passed\n[exit status 0]"
+
+
+SDK_CLIENT = Path(__file__).with_name("acp_sdk_fs_client.mjs")
+DEFAULT_SDK = Path(__file__).resolve().parents[4] / ".tools" / "acp-sdk" / "node_modules"
+
+
+def _sdk_dir() -> Path:
+    """The TypeScript SDK (tools/install-acp-sdk.sh), or a skip (a failure under CI)."""
+    configured = os.environ.get("DSH_ACP_SDK_DIR")
+    sdk = Path(configured) if configured else DEFAULT_SDK / "@agentclientprotocol" / "sdk"
+    problem = None
+    if shutil.which("node") is None:
+        problem = "node is not on PATH"
+    elif not (sdk / "package.json").is_file():
+        problem = f"@agentclientprotocol/sdk not found at {sdk}; run tools/install-acp-sdk.sh"
+    if problem is not None:
+        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return sdk
+
+
+def test_the_typescript_sdk_client_gets_the_writes_as_fs_requests(tmp_path: Path) -> None:
+    sdk = _sdk_dir()
+    with OpenAIChatServer(default=script) as server:
+        preset = tmp_path / "agent.toml"
+        preset.write_text(PRESET.format(api_base=server.api_base), encoding="utf-8")
+        agent = [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(preset)]
+        agent += ["--workspace", "client"]
+        done = subprocess.run(
+            ["node", str(SDK_CLIENT), str(sdk), str(tmp_path), "--", *agent],
+            cwd=tmp_path, capture_output=True, text=True, timeout=100, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["stopReason"] == "end_turn"
+    assert result["exitCode"] == 0
+    notes = str(tmp_path / "notes.txt")
+    assert result["files"] == {notes: "hello editor\n"}
+    assert not (tmp_path / "notes.txt").exists()
+    methods = [r["method"] for r in result["requests"]]
+    assert methods == [
+        "session/request_permission",
+        "fs/write_text_file",
+        "session/request_permission",
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "fs/read_text_file",
+        "session/request_permission",
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/output",
+        "terminal/release",
+    ]
+    writes = [r["params"] for r in result["requests"] if r["method"] == "fs/write_text_file"]
+    assert writes == [
+        {"path": notes, "content": "hello world\n"},
+        {"path": notes, "content": "hello editor\n"},
+    ]

@@ -8,6 +8,7 @@ is the list of requests it sends to its client (see its docstring)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -354,3 +355,58 @@ async def test_a_terminal_dies_with_a_parent_that_is_sigkilled(tmp_path: Path) -
             parent.kill()
             await parent.wait()
         await parent.aclose()
+
+
+CLI_PRESET = """
+[agent.model]
+adapter = "scripted"
+[[agent.model.options.replies]]
+[[agent.model.options.replies.tool_calls]]
+name = "subagent_acp"
+arguments = {{ description = "ws child", prompt = {prompt} }}
+[[agent.model.options.replies]]
+text = "lead done"
+{tools}
+[[plugin]]
+name = "dsh-subagent-acp"
+config = {{ name = "acp-ws", command = {python}, args = [{agent}], workspace = "shared" }}
+
+[[plugin]]
+name = "dsh-tool-subagent"
+config = {{ provider = "acp-ws", tool_name = "subagent_acp", max_depth = "provider-managed" }}
+{allowed}"""
+
+
+def test_served_requests_are_in_dsh_run_json(tmp_path: Path) -> None:
+    """End to end: ``dsh run --json`` shows the child's served write as progress items."""
+    target = tmp_path / "from-child.txt"
+    steps = [["write", {"path": str(target), "content": "child wrote this"}]]
+    preset = tmp_path / "lead.toml"
+    preset.write_text(
+        CLI_PRESET.format(
+            prompt=json.dumps(json.dumps(steps)),
+            tools=TOOLS,
+            python=json.dumps(sys.executable),
+            agent=json.dumps(AGENT),
+            allowed=ALLOWED,
+        ),
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "OPENAI_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh.cli", "run", "--json", "--preset", str(preset), "go"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env,
+        cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    items = [e["item"] for e in events if e["type"] == "subagent/progress"]
+    calls = [i for i in items if i["kind"] == "tool_call"]
+    assert [(c["name"], c["title"]) for c in calls] == [("edit", f"Write {target}")]
+    updates = [i for i in items if i["kind"] == "tool_update"]
+    assert [(u["tool_call_id"], u["status"]) for u in updates] == [
+        (calls[0]["tool_call_id"], "completed")
+    ]
+    assert target.read_text(encoding="utf-8") == "child wrote this"
+    assert events[-2]["type"] == "answer"
+    assert events[-2]["text"] == "lead done"

@@ -236,6 +236,7 @@ async def test_terminals_run_through_the_shell_tool(rig: Rig, tmp_path: Path) ->
         ("wait", {}),
         ("output", {}),
         ("output", {"terminalId": "nope"}),
+        ("create", {"command": "true", "cwd": "relative/dir"}),
     )
     assert answers[1] == {"ok": {"exitCode": 3}}
     assert answers[2] == {
@@ -246,6 +247,7 @@ async def test_terminals_run_through_the_shell_tool(rig: Rig, tmp_path: Path) ->
     assert answers[6]["ok"]["output"] == "ghij"
     assert answers[6]["ok"]["truncated"] is True
     assert answers[7]["error"]["code"] == -32602
+    assert answers[8]["error"]["code"] == -32602  # a cwd must be absolute
     served = tool_items(items)
     first = next(t for k, t, _ in served if k == "tool_call")
     assert first is not None

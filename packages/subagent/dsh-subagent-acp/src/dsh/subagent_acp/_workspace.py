@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -195,8 +196,8 @@ class SharedWorkspace:
         line = shlex.join([command, *args]) if args else command
         env = _env(params.get("env"))
         cwd = params.get("cwd")
-        if cwd is not None and not isinstance(cwd, str):
-            raise RemoteError(_INVALID, f"{what}: cwd must be a string")
+        if cwd is not None and not (isinstance(cwd, str) and os.path.isabs(cwd)):
+            raise RemoteError(_INVALID, f"{what}: cwd must be an absolute path")
         limit = _count(params, "outputByteLimit", what)
         self._refuse_if_read_only(what, f"run `{line}`")
         tool = self._tool(self.names.shell, what, "a shell tool (dsh-tool-shell)")

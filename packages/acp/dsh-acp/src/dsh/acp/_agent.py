@@ -34,8 +34,10 @@ from typing import Any
 from acp import RequestError
 from acp.schema import (
     AgentCapabilities,
+    ClientCapabilities,
     CloseSessionResponse,
     Implementation,
+    InitializeResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
@@ -46,6 +48,7 @@ from acp.schema import (
 )
 
 from dsh.acp._agent_base import AcpAgentBase, McpServer, PromptBlock
+from dsh.acp._client_workspace import client_tools
 from dsh.acp._requests import (
     NOT_CONFIGURED,
     TURN_FAILED,
@@ -81,8 +84,13 @@ class DshAcpAgent(AcpAgentBase):
         problem: str | None = None,
         max_sessions: int = 256,
         session_idle: float = 1800.0,
+        workspace: str = "own",
     ) -> None:
         self._ctx = ctx
+        self._workspace = workspace
+        """``client``: new sessions' file and shell tools go through the client's
+        ``fs`` and ``terminal`` where it offers them (:mod:`._client_workspace`)."""
+        self._client_caps: dict[str, Any] = {}
         self._version = version
         self._problem = problem
         self._sessions: dict[str, Session] = {}
@@ -107,6 +115,20 @@ class DshAcpAgent(AcpAgentBase):
             field_meta={"dsh": {"depthLimit": True}},
         )
 
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        """:class:`AcpAgentBase`'s, keeping the client's capabilities."""
+        if client_capabilities is not None:
+            self._client_caps = client_capabilities.model_dump(by_alias=True, exclude_none=True)
+        return await super().initialize(
+            protocol_version, client_capabilities, client_info, **kwargs
+        )
+
     def agent_info(self) -> Implementation:
         """``dsh`` and this version."""
         return Implementation(name="dsh", title="dsh", version=self._version)
@@ -129,6 +151,8 @@ class DshAcpAgent(AcpAgentBase):
             agent = ctx.agents.create(meta=session_meta)
         except Exception as exc:
             raise not_configured(exc) from None
+        if self._workspace == "client":
+            self._use_client_workspace(agent, cwd)
         session = self._attach(agent)
         if mcp_servers:
             try:
@@ -259,6 +283,19 @@ class DshAcpAgent(AcpAgentBase):
             session.agent.cancel(cause)
 
     # -- plumbing -----------------------------------------------------------------------
+
+    def _use_client_workspace(self, agent: DshAgent, cwd: str) -> None:
+        """Give ``agent`` the client-backed file and shell tools the client can serve,
+        hiding the registered ones of the same names."""
+        assert self._ctx is not None
+        tools = client_tools(
+            self._ctx.tools.get, self._client_caps, self._conn.request, agent.id, cwd
+        )
+        if not tools:
+            return
+        agent.tools.view = agent.tools.view.narrow(deny=[tool.name for tool in tools])
+        for tool in tools:
+            agent.tools.add(tool)
 
     def _context(self) -> Context:
         if self._ctx is None:

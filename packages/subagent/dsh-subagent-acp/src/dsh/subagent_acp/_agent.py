@@ -63,15 +63,17 @@ class AcpAgentProcess(PooledProcess):
 
     async def initialize(self, meta: Mapping[str, Any], stages: Stages) -> None:
         """``initialize``: protocol version 1; with ``depth_limit`` the agent must confirm
-        that it honours dsh's depth limit."""
+        that it honours dsh's depth limit; with ``workspace = "shared"`` the client
+        capabilities ``fs`` and ``terminal`` are offered."""
         stages.enter("initialize")
+        shared = self.config.workspace == "shared"
         init = await self.conn.request(
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
                 "clientCapabilities": {
-                    "fs": {"readTextFile": False, "writeTextFile": False},
-                    "terminal": False,
+                    "fs": {"readTextFile": shared, "writeTextFile": shared},
+                    "terminal": shared,
                     "session": {"notices": {}},
                 },
                 "clientInfo": {"name": "dsh-subagent-acp", "version": _VERSION},

@@ -24,6 +24,7 @@ from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._connection import AcpConnection, LinkError, RemoteError
 from dsh.subagent_acp._fold import SessionFold
 from dsh.subagent_acp._modes import select_mode
+from dsh.subagent_acp._workspace import WORKSPACE_METHODS, SharedWorkspace
 from dsh.subprocess import ProcessPool, SubprocessRun
 
 __all__ = ["STOP_REASONS", "AcpRun"]
@@ -75,6 +76,9 @@ class AcpRun(SubprocessRun):
         self.mode_warning: str | None = None
         """Why the agent runs in its own mode although the row wanted another
         (``on_unconfirmed = "warn"``)."""
+        self.workspace: SharedWorkspace | None = None
+        """What serves the agent's ``fs/*`` and ``terminal/*`` (``workspace = "shared"``;
+        made at the first such request)."""
         self._reported_usage = SubagentUsage.unknown()
         self._clean = False
         self._released = False
@@ -180,6 +184,8 @@ class AcpRun(SubprocessRun):
     async def close(self) -> None:
         """Its own process: stop reading, then tear the process tree down. A pooled
         one: ``session/close`` and back to the pool after a clean turn, else recycled."""
+        if self.workspace is not None:
+            await self.workspace.close()  # its terminals die with the run
         agent = self.agent
         if agent is None:
             await super().close()  # (a spawn that never became an agent process)
@@ -219,7 +225,10 @@ class AcpRun(SubprocessRun):
         await pool.release(agent, reuse=reuse, reason=reason)
 
     def kill_now(self) -> None:
-        """SIGKILL the agent's tree (a pooled one only while this run holds it)."""
+        """SIGKILL the agent's tree (a pooled one only while this run holds it) and
+        every terminal's."""
+        if self.workspace is not None:
+            self.workspace.kill_now()
         if self.pool is None or not self._released:
             super().kill_now()
 
@@ -265,10 +274,26 @@ class AcpRun(SubprocessRun):
         self.fold.feed(message)
 
     async def on_request(self, method: str, params: Any) -> Any:
-        """A request of the agent about this run's session: permission by policy."""
+        """A request of the agent about this run's session: permission by policy;
+        ``fs/*`` and ``terminal/*`` by the shared workspace (``workspace = "shared"``)."""
         if method == "session/request_permission":
             return self._permission(params)
+        if method in WORKSPACE_METHODS and self.config.workspace == "shared":
+            return await self._shared().handle(method, params)
         raise RemoteError(-32601, f"Method not found: {method}")
+
+    def _shared(self) -> SharedWorkspace:
+        if self.workspace is None:
+            self.workspace = SharedWorkspace(
+                parent=self.request.parent,
+                names=self.config.workspace_tools,
+                signal=self.stop,
+                prefix=self.handle.id if self.handle is not None else self.provider,
+                read_only=self.policy.mode == "read-only",
+                max_bytes=self.config.max_message_bytes,
+                emit=lambda: self.fold.emit,
+            )
+        return self.workspace
 
     def _permission(self, params: Any) -> dict[str, Any]:
         options = params.get("options") if isinstance(params, dict) else None

@@ -1,0 +1,138 @@
+"""``dsh mcp``: serve the preset's subagent tools over MCP on stdio.
+
+The tools come from the preset (``--preset``, else ``./dsh.toml`` when trusted, else
+the ``standard`` preset when dsh-cli is installed): see :mod:`dsh.mcp._catalog`.
+Frames are read with a cap on their length (:mod:`dsh.mcp._wire`); the server ends
+when stdin closes, or on SIGTERM / SIGINT / SIGHUP, after cancelling every running
+call and disposing its delegation (the process trees included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from dsh.core import DshError, Preset
+from dsh.core.lifecycle import on_stop_signals
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+    from dsh.mcp._catalog import Catalog
+
+__all__ = ["ServeOptions", "serve_command"]
+
+_log = logging.getLogger("dsh.mcp")
+
+
+@dataclass
+class ServeOptions:
+    """What ``dsh mcp`` was asked to do (its command-line options)."""
+
+    preset: str | None = None
+    name: str | None = None
+    sessions_dir: str | None = None
+    max_line_bytes: int = 16 * 1024 * 1024
+    log_level: str = "warning"
+    http: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token_envs: list[str] = field(default_factory=list)
+    allow_hosts: list[str] = field(default_factory=list)
+    allow_origins: list[str] = field(default_factory=list)
+
+
+class UsageError(DshError):
+    """A configuration problem: reported in one line, exit status 2."""
+
+
+def _load(options: ServeOptions) -> Preset:
+    from dsh.core import PresetError, find_preset, model_from_env
+
+    try:
+        preset = find_preset(options.preset)
+    except (PresetError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    if preset is None:
+        raise UsageError("no preset: pass --preset FILE (or put a dsh.toml here)")
+    if preset.agent.model is None and model_from_env() is None:  # the rule of dsh run
+        raise UsageError(
+            f"no model is configured in {preset.source}; add an [agent.model] table to the"
+            " preset, or set OPENAI_BASE_URL, DEEPSEEK_API_KEY or OPENAI_API_KEY"
+        )
+    return preset
+
+
+def serve_command(options: ServeOptions) -> int:
+    """Serve until stdin closes or a signal; the exit status (0, 2 on a configuration
+    problem, 128 + the signal's number after SIGTERM / SIGINT / SIGHUP)."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, options.log_level.upper(), logging.WARNING),
+        format="dsh mcp: %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if options.http:
+            raise UsageError("--http is not available yet")
+        preset = _load(options)
+        return asyncio.run(_serve(options, preset))
+    except UsageError as exc:
+        print(f"dsh mcp: {exc}", file=sys.stderr)
+        return 2
+
+
+async def _serve(options: ServeOptions, preset: Preset) -> int:
+    from dsh.core import Context
+    from dsh.mcp._catalog import build_catalog
+    from dsh.mcp._server import build_server
+
+    received: list[int] = []
+    scopes: list[anyio.CancelScope] = []
+
+    def on_signal(number: int) -> None:
+        received.append(number)
+        for scope in scopes:
+            scope.cancel()
+
+    with on_stop_signals(on_signal):
+        try:
+            async with Context.open(preset, sessions_dir=options.sessions_dir) as ctx:
+                catalog = build_catalog(ctx, preset)
+                name = options.name or f"dsh-{Path(preset.source).stem.strip('<>') or 'agent'}"
+                server = build_server(ctx, catalog, name)
+                with anyio.CancelScope() as scope:
+                    scopes.append(scope)
+                    if received:
+                        scope.cancel()
+                    await _serve_stdio(server, options, catalog)
+        except DshError as exc:
+            raise UsageError(str(exc)) from None
+    return 128 + received[0] if received else 0
+
+
+async def _serve_stdio(server: Server[Any], options: ServeOptions, catalog: Catalog) -> None:
+    from mcp.server.stdio import stdio_server
+
+    from dsh.mcp._wire import BoundedLines, claim_stdin
+
+    wire = claim_stdin()
+    try:
+        print(
+            f"dsh mcp: serving {len(catalog.tools)} tool(s) on stdio",
+            file=sys.stderr,
+            flush=True,
+        )
+        lines = BoundedLines(wire, options.max_line_bytes)
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(wire)

@@ -1,0 +1,174 @@
+"""Fixtures: a fake OpenAI chat server as the model, a preset serving two subagent tools
+on ``spawn`` (children with a shell), and the official MCP Python client connected to
+a real ``dsh mcp`` process (over stdio)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from dsh.testing._acp_fixtures import dsh_state_dir, dsh_watchdogs_gone
+from dsh.testing.fixtures import fake_openai_preset
+from dsh.testing.model_servers import (
+    ChatReply,
+    ChatToolCall,
+    HTTPError,
+    OpenAIChatServer,
+    RecordedRequest,
+    last_user_text,
+)
+
+__all__ = [
+    "ANSWER_SCHEMA",
+    "anyio_backend",
+    "dsh_state_dir",
+    "dsh_watchdogs_gone",
+    "kit",
+    "mcp_session",
+    "model",
+    "preset",
+    "sleepers",
+    "wait_for",
+]
+
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+SLEEP = "31.5"
+"""The ``sleep`` a long-running child's shell runs (a duration no other test uses)."""
+
+
+def shell(command: str) -> ChatReply:
+    return ChatReply(text="Running it.", tool_calls=[ChatToolCall("shell", {"command": command})])
+
+
+REPLIES: dict[str, list[Any]] = {
+    "ECHO": [shell("echo from-the-shell"), ChatReply(text="child saw: echoed")],
+    "SLEEP": [shell(f"sleep {SLEEP}"), ChatReply(text="slept")],
+    "FAIL": [HTTPError(400, "the model refuses on purpose")],
+    "EXTRACT": [
+        ChatReply(tool_calls=[ChatToolCall("structured_output", {"answer": "42"})]),
+        ChatReply(text="extracted"),
+    ],
+}
+"""By a word of the prompt: the replies, one per tool step (the last one repeating)."""
+
+
+def script(request: RecordedRequest) -> Any:
+    """The reply for ``request`` (see :data:`REPLIES`; else "Done.")."""
+    body = request.json if isinstance(request.json, Mapping) else {}
+    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if not users:
+        return ChatReply(text="Done.")
+    step = sum(1 for m in messages[users[-1] + 1 :] if m.get("role") == "assistant")
+    prompt = last_user_text(request)
+    for word, replies in REPLIES.items():
+        if word in prompt:
+            return replies[min(step, len(replies) - 1)]
+    return ChatReply(text="Done.")
+
+
+@pytest.fixture
+def model() -> Iterator[OpenAIChatServer]:
+    """The children's model: by a word of the prompt (:data:`REPLIES`)."""
+    with OpenAIChatServer(default=script) as server:
+        yield server
+
+
+def preset_text(base: str) -> str:
+    """Two subagent tools on spawn (``delegate``; ``extract`` with an output schema)
+    and a shell the children may use (not served: no ``dsh-mcp`` row exposes it)."""
+    return (
+        fake_openai_preset(
+            base,
+            "dsh-tool-shell",
+            "dsh-subagent-spawn-in-process",
+            (
+                "dsh-tool-subagent",
+                {"provider": "spawn", "tool_name": "delegate", "max_depth": 3},
+            ),
+            (
+                "dsh-tool-subagent",
+                {
+                    "provider": "spawn",
+                    "tool_name": "extract",
+                    "description": "Extract the answer as JSON.",
+                    "output_schema": ANSWER_SCHEMA,
+                },
+            ),
+        )
+        + '\n[permissions.tools]\nshell = "allow"\n'
+    )
+
+
+@pytest.fixture
+def preset(tmp_path: Path, model: OpenAIChatServer) -> Path:
+    path = tmp_path / "delegate.toml"
+    path.write_text(preset_text(model.api_base), encoding="utf-8")
+    return path
+
+
+@asynccontextmanager
+async def mcp_session(tmp_path: Path, preset: Path, *extra: str) -> AsyncIterator[ClientSession]:
+    """The MCP Python client on a ``dsh mcp`` process's stdio (initialized)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "dsh.cli", "mcp", "--preset", str(preset), *extra],
+        env=dict(os.environ),
+        cwd=tmp_path,
+    )
+    with (tmp_path / "dsh-mcp.stderr").open("a") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with anyio.fail_after(60):
+                await session.initialize()
+            yield session
+
+
+def sleepers() -> list[int]:
+    """Live descendants of this test (psutil) running the long child's ``sleep``."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and f"sleep {SLEEP}" in " ".join(
+                process.cmdline()
+            ):
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def wait_for(what: str, check: Any, bound: float = 30.0) -> float:
+    """Wait until ``check()`` is true (polling); the seconds that took."""
+    started = anyio.current_time()
+    while not check():
+        assert anyio.current_time() - started < bound, f"not within {bound} s: {what}"
+        await anyio.sleep(0.05)
+    return anyio.current_time() - started
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def kit() -> Any:
+    """This module: its helpers, for the tests (conftest is not importable by name)."""
+    return sys.modules[__name__]

@@ -5,6 +5,8 @@ a real ``dsh mcp`` process (over stdio)."""
 from __future__ import annotations
 
 import os
+import re
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
@@ -16,9 +18,10 @@ import psutil
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from dsh.testing._acp_fixtures import dsh_state_dir, dsh_watchdogs_gone
-from dsh.testing.fixtures import fake_openai_preset
+from dsh.testing.fixtures import ServingProcess, fake_openai_preset, start_serving
 from dsh.testing.model_servers import (
     ChatReply,
     ChatToolCall,
@@ -38,6 +41,8 @@ __all__ = [
     "model",
     "preset",
     "sleepers",
+    "start_http",
+    "transport",
     "wait_for",
 ]
 
@@ -121,9 +126,43 @@ def preset(tmp_path: Path, model: OpenAIChatServer) -> Path:
     return path
 
 
+TRANSPORTS = ["stdio", "http"]
+READY = re.compile(r"dsh mcp: serving \d+ tool\(s\) at (\S+) ")
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    """Each test that takes it runs over stdio and over streamable HTTP."""
+    return str(request.param)
+
+
+def start_http(tmp_path: Path, preset: Path, *extra: str) -> ServingProcess:
+    """``dsh mcp --http`` on 127.0.0.1, a free port; waits until it serves."""
+    argv = [sys.executable, "-m", "dsh.cli", "mcp", "--preset", str(preset), "--http"]
+    return start_serving(
+        [*argv, "--port", "0", *extra], READY, tmp_path / "dsh-mcp-http.stderr", cwd=tmp_path
+    )
+
+
 @asynccontextmanager
-async def mcp_session(tmp_path: Path, preset: Path, *extra: str) -> AsyncIterator[ClientSession]:
-    """The MCP Python client on a ``dsh mcp`` process's stdio (initialized)."""
+async def mcp_session(
+    tmp_path: Path, preset: Path, transport: str = "stdio", *extra: str
+) -> AsyncIterator[ClientSession]:
+    """The MCP Python client on a ``dsh mcp`` process (initialized): on its stdio, or
+    over streamable HTTP (``transport = "http"``; the process is stopped afterwards)."""
+    if transport == "http":
+        server = start_http(tmp_path, preset, *extra)
+        try:
+            async with (
+                streamable_http_client(server.url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                with anyio.fail_after(60):
+                    await session.initialize()
+                yield session
+        finally:
+            assert server.stop() == 128 + signal.SIGTERM, server.stderr
+        return
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "dsh.cli", "mcp", "--preset", str(preset), *extra],

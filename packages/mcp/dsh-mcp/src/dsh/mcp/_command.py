@@ -88,7 +88,8 @@ class McpCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         """Serve until stdin closes (stdio) or a signal; returns the exit status."""
-        from dsh.mcp._serve import ServeOptions, serve_command
+        from dsh.mcp._options import ServeOptions
+        from dsh.mcp._serve import serve_command
 
         preset = args.preset
         local = Path.cwd() / "dsh.toml"

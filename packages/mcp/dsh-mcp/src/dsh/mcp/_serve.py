@@ -1,4 +1,5 @@
-"""``dsh mcp``: serve the preset's subagent tools over MCP on stdio.
+"""``dsh mcp``: serve the preset's subagent tools over MCP on stdio (or streamable HTTP
+with ``--http``, see :mod:`dsh.mcp._http`).
 
 The tools come from the preset (``--preset``, else ``./dsh.toml`` when trusted, else
 the ``standard`` preset when dsh-cli is installed): see :mod:`dsh.mcp._catalog`.
@@ -14,7 +15,7 @@ import contextlib
 import logging
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,32 +23,16 @@ import anyio
 
 from dsh.core import DshError, Preset
 from dsh.core.lifecycle import on_stop_signals
+from dsh.mcp._options import ServeOptions
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
     from dsh.mcp._catalog import Catalog
 
-__all__ = ["ServeOptions", "serve_command"]
+__all__ = ["serve_command"]
 
 _log = logging.getLogger("dsh.mcp")
-
-
-@dataclass
-class ServeOptions:
-    """What ``dsh mcp`` was asked to do (its command-line options)."""
-
-    preset: str | None = None
-    name: str | None = None
-    sessions_dir: str | None = None
-    max_line_bytes: int = 16 * 1024 * 1024
-    log_level: str = "warning"
-    http: bool = False
-    host: str = "127.0.0.1"
-    port: int = 8000
-    token_envs: list[str] = field(default_factory=list)
-    allow_hosts: list[str] = field(default_factory=list)
-    allow_origins: list[str] = field(default_factory=list)
 
 
 class UsageError(DshError):
@@ -80,27 +65,35 @@ def serve_command(options: ServeOptions) -> int:
         format="dsh mcp: %(levelname)s %(name)s: %(message)s",
     )
     try:
+        tokens: dict[str, str] = {}
         if options.http:
-            raise UsageError("--http is not available yet")
+            from dsh.http_guard import BindError, read_tokens
+
+            try:
+                tokens = read_tokens(options.token_envs, options.host)
+            except BindError as exc:
+                raise UsageError(str(exc)) from None
+        elif options.token_envs:
+            raise UsageError("--token-env applies to --http only (stdio needs no token)")
         preset = _load(options)
-        return asyncio.run(_serve(options, preset))
+        return asyncio.run(_serve(options, preset, tokens))
     except UsageError as exc:
         print(f"dsh mcp: {exc}", file=sys.stderr)
         return 2
 
 
-async def _serve(options: ServeOptions, preset: Preset) -> int:
+async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) -> int:
     from dsh.core import Context
     from dsh.mcp._catalog import build_catalog
     from dsh.mcp._server import build_server
 
     received: list[int] = []
-    scopes: list[anyio.CancelScope] = []
+    stoppers: list[Callable[[], None]] = []
 
     def on_signal(number: int) -> None:
         received.append(number)
-        for scope in scopes:
-            scope.cancel()
+        for stop in stoppers:
+            stop()
 
     with on_stop_signals(on_signal):
         try:
@@ -109,10 +102,15 @@ async def _serve(options: ServeOptions, preset: Preset) -> int:
                 name = options.name or f"dsh-{Path(preset.source).stem.strip('<>') or 'agent'}"
                 server = build_server(ctx, catalog, name)
                 with anyio.CancelScope() as scope:
-                    scopes.append(scope)
-                    if received:
-                        scope.cancel()
-                    await _serve_stdio(server, options, catalog)
+                    if options.http:
+                        from dsh.mcp._http import serve_http
+
+                        await serve_http(server, options, catalog, tokens, stoppers)
+                    else:
+                        stoppers.append(scope.cancel)
+                        if received:
+                            scope.cancel()
+                        await _serve_stdio(server, options, catalog)
         except DshError as exc:
             raise UsageError(str(exc)) from None
     return 128 + received[0] if received else 0

@@ -1,4 +1,5 @@
-"""The official MCP Python client against a real ``dsh mcp`` process over stdio, whose
+"""The official MCP Python client against a real ``dsh mcp`` process, over stdio and
+over streamable HTTP (each test runs on both), whose
 children (spawn) run on a fake OpenAI chat server: the tool list, a call with progress,
 a cancel that takes the child's process tree down, a failing child, structured output."""
 
@@ -14,9 +15,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
 async def test_each_subagent_row_is_one_tool_and_nothing_else(
-    tmp_path: Path, preset: Path, kit: Any
+    tmp_path: Path, preset: Path, kit: Any, transport: str
 ) -> None:
-    async with kit.mcp_session(tmp_path, preset) as session:
+    async with kit.mcp_session(tmp_path, preset, transport) as session:
         listed = await session.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
     assert set(tools) == {"delegate", "extract"}  # the shell is not served
@@ -30,14 +31,14 @@ async def test_each_subagent_row_is_one_tool_and_nothing_else(
 
 
 async def test_a_call_reports_progress_and_returns_the_answer_with_usage(
-    tmp_path: Path, preset: Path, kit: Any
+    tmp_path: Path, preset: Path, kit: Any, transport: str
 ) -> None:
     messages: list[str] = []
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         messages.append(message or "")
 
-    async with kit.mcp_session(tmp_path, preset) as session:
+    async with kit.mcp_session(tmp_path, preset, transport) as session:
         with anyio.fail_after(60):
             result = await session.call_tool(
                 "delegate",
@@ -55,9 +56,9 @@ async def test_a_call_reports_progress_and_returns_the_answer_with_usage(
 
 
 async def test_cancelling_a_call_takes_the_childs_process_tree_down(
-    tmp_path: Path, preset: Path, kit: Any
+    tmp_path: Path, preset: Path, kit: Any, transport: str
 ) -> None:
-    async with kit.mcp_session(tmp_path, preset) as session:
+    async with kit.mcp_session(tmp_path, preset, transport) as session:
         async with anyio.create_task_group() as group:
 
             async def call() -> None:
@@ -75,9 +76,9 @@ async def test_cancelling_a_call_takes_the_childs_process_tree_down(
 
 
 async def test_a_failing_child_is_an_error_result_with_the_diagnostic(
-    tmp_path: Path, preset: Path, kit: Any
+    tmp_path: Path, preset: Path, kit: Any, transport: str
 ) -> None:
-    async with kit.mcp_session(tmp_path, preset) as session:
+    async with kit.mcp_session(tmp_path, preset, transport) as session:
         with anyio.fail_after(60):
             result = await session.call_tool("delegate", {"description": "f", "prompt": "FAIL"})
     assert result.is_error
@@ -88,9 +89,9 @@ async def test_a_failing_child_is_an_error_result_with_the_diagnostic(
 
 
 async def test_a_row_with_an_output_schema_returns_structured_content(
-    tmp_path: Path, preset: Path, kit: Any
+    tmp_path: Path, preset: Path, kit: Any, transport: str
 ) -> None:
-    async with kit.mcp_session(tmp_path, preset) as session:
+    async with kit.mcp_session(tmp_path, preset, transport) as session:
         with anyio.fail_after(60):
             result = await session.call_tool("extract", {"description": "x", "prompt": "EXTRACT"})
     assert not result.is_error, result
@@ -98,12 +99,44 @@ async def test_a_row_with_an_output_schema_returns_structured_content(
 
 
 async def test_bad_arguments_and_unknown_tools_are_error_results(
-    tmp_path: Path, preset: Path, kit: Any
+    tmp_path: Path, preset: Path, kit: Any, transport: str
 ) -> None:
-    async with kit.mcp_session(tmp_path, preset) as session:
+    async with kit.mcp_session(tmp_path, preset, transport) as session:
         with anyio.fail_after(60):
             missing = await session.call_tool("delegate", {"description": "no prompt"})
             unknown = await session.call_tool("shell", {"command": "true"})
     assert missing.is_error
     assert "prompt" in missing.content[0].text  # type: ignore[union-attr]
     assert unknown.is_error
+
+
+async def test_a_dsh_callers_lineage_places_the_child_in_its_tree(
+    tmp_path: Path, preset: Path, kit: Any, transport: str
+) -> None:
+    async with kit.mcp_session(tmp_path, preset, transport) as session:
+        with anyio.fail_after(60):
+            at_limit = await session.call_tool(
+                "delegate",
+                {"description": "d", "prompt": "hi"},
+                meta={"dsh": {"depth": 3, "maxDepth": 3}},
+            )
+            beyond = await session.call_tool(
+                "delegate",
+                {"description": "d", "prompt": "hi"},
+                meta={"dsh": {"depth": 4, "maxDepth": 3}},
+            )
+            malformed = await session.call_tool(
+                "delegate", {"description": "d", "prompt": "hi"}, meta={"dsh": {"depth": -1}}
+            )
+            below = await session.call_tool(
+                "delegate",
+                {"description": "d", "prompt": "hi"},
+                meta={"dsh": {"depth": 1, "maxDepth": 3}},
+            )
+    assert at_limit.is_error
+    assert "subagent depth 4 exceeds max_depth 3" in at_limit.content[0].text  # type: ignore[union-attr]
+    assert beyond.is_error
+    assert "subagent depth 4 exceeds max_depth 3" in beyond.content[0].text  # type: ignore[union-attr]
+    assert malformed.is_error
+    assert "invalid dsh lineage" in malformed.content[0].text  # type: ignore[union-attr]
+    assert not below.is_error

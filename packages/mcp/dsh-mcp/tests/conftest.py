@@ -63,6 +63,12 @@ REPLIES: dict[str, list[Any]] = {
     "ECHO": [shell("echo from-the-shell"), ChatReply(text="child saw: echoed")],
     "SLEEP": [shell(f"sleep {SLEEP}"), ChatReply(text="slept")],
     "FAIL": [HTTPError(400, "the model refuses on purpose")],
+    "NEST": [
+        ChatReply(
+            tool_calls=[ChatToolCall("delegate", {"description": "inner", "prompt": "ECHO inner"})]
+        ),
+        ChatReply(text="nested done"),
+    ],
     "EXTRACT": [
         ChatReply(tool_calls=[ChatToolCall("structured_output", {"answer": "42"})]),
         ChatReply(text="extracted"),

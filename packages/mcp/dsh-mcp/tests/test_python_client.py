@@ -55,6 +55,29 @@ async def test_a_call_reports_progress_and_returns_the_answer_with_usage(
     assert dsh["usage"]["input_tokens"] > 0
 
 
+async def test_a_nested_delegations_progress_carries_its_path(
+    tmp_path: Path, preset: Path, kit: Any, transport: str
+) -> None:
+    messages: list[str] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    async with kit.mcp_session(tmp_path, preset, transport) as session:
+        with anyio.fail_after(90):
+            result = await session.call_tool(
+                "delegate", {"description": "nest", "prompt": "NEST"}, progress_callback=progress
+            )
+    assert not result.is_error, result
+    assert result.content[0].text == "nested done"  # type: ignore[union-attr]
+    started = [m for m in messages if m.startswith("child ") and "started: inner" in m]
+    assert started, messages
+    assert any(m.startswith("[") and "tool call: " in m for m in messages), messages
+    assert any(m.startswith("child ") and "ended: completed" in m for m in messages), "\n".join(
+        messages
+    )
+
+
 async def test_cancelling_a_call_takes_the_childs_process_tree_down(
     tmp_path: Path, preset: Path, kit: Any, transport: str
 ) -> None:

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from dsh.core import AbortSignal, Agent, Context, ToolContext, text_of
 from dsh.mcp._catalog import Served
 from dsh.mcp._config import serve_config
-from dsh.mcp._progress import progress_message
+from dsh.mcp._progress import ProgressLines
 from dsh.subagent import (
     SubagentError,
     SubagentResult,
@@ -44,6 +44,8 @@ META_KEY = "dsh"
 Report = Callable[[str], Awaitable[None]]
 """Sends one progress message to the caller (a no-op when it sent no progress token)."""
 
+_DRAIN = 2.0
+"""Seconds a settled run's last progress items get to go out before the result."""
 _DISPOSE_BOUND = 10.0
 """Seconds a cancelled call waits for its run's teardown at most."""
 
@@ -138,8 +140,11 @@ async def _delegate(
         run = await runtime.start(row.provider, request)
     except SubagentError as exc:
         return _error(f"subagent could not start: {exc.message}", {META_KEY: {"code": exc.code}})
+    failure: Exception | None = None
     try:
         result = await _follow(run, report)
+    except Exception as exc:  # the run's result could not be read
+        failure = exc
     except BaseException:
         signal.abort("cancelled by the MCP client")
         raise
@@ -147,22 +152,34 @@ async def _delegate(
         with anyio.CancelScope(shield=True), anyio.move_on_after(_DISPOSE_BOUND):
             await run.dispose()
     usage = runtime.usage(parent).total
+    if failure is not None:
+        described = (
+            f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
+        )
+        meta = {META_KEY: {"usage": usage.to_json(), "stopReason": "error", "runId": run.id}}
+        return _error(f"subagent run failed: its result could not be read: {described}", meta)
     return _result(result, run.id, usage.to_json())
 
 
 async def _follow(run: SubagentRun, report: Report) -> SubagentResult:
     """Report the run's progress until it settles; its result."""
     async with anyio.create_task_group() as group:
+        lines = ProgressLines()
+        relayed = anyio.Event()
 
         async def relay() -> None:
             async for item in run.progress():
-                message = progress_message(item)
-                if message is not None:
+                for message in lines.feed(item):
                     await report(message)
+            relayed.set()
 
         group.start_soon(relay)
         result = await run.result
+        with anyio.move_on_after(_DRAIN):  # the items produced before the end go out first
+            await relayed.wait()
         group.cancel_scope.cancel()
+    for message in lines.flush():
+        await report(message)
     return result
 
 

@@ -85,10 +85,11 @@ def serve_command(options: ServeOptions) -> int:
 async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) -> int:
     from dsh.core import Context
     from dsh.mcp._catalog import build_catalog
-    from dsh.mcp._server import build_server
+    from dsh.mcp._server import RunningCalls, build_server
 
     received: list[int] = []
-    stoppers: list[Callable[[], None]] = []
+    running = RunningCalls()
+    stoppers: list[Callable[[], None]] = [running.cancel_all]
 
     def on_signal(number: int) -> None:
         received.append(number)
@@ -100,7 +101,7 @@ async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) 
             async with Context.open(preset, sessions_dir=options.sessions_dir) as ctx:
                 catalog = build_catalog(ctx, preset)
                 name = options.name or f"dsh-{Path(preset.source).stem.strip('<>') or 'agent'}"
-                server = build_server(ctx, catalog, name)
+                server = build_server(ctx, catalog, name, running)
                 with anyio.CancelScope() as scope:
                     if options.http:
                         from dsh.mcp._http import serve_http

@@ -4,14 +4,18 @@ The SDK's own stdio reader buffers a line whatever its size; this one keeps at m
 ``max_line_bytes`` of a line and drops a longer one (logged, never buffered whole),
 so a runaway writer cannot exhaust memory. The wire's descriptor is a duplicate of
 fd 0, which then points at the null device: nothing the server starts reads frames
-meant for it.
+meant for it. A pipe, socket or terminal is read on the event loop (no thread blocked
+in a read that would keep the process alive after the server stopped); a regular file,
+which never blocks, from a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 
@@ -45,15 +49,40 @@ class BoundedLines:
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
 
-    async def _read(self) -> bytes:
+    async def _thread_read(self) -> bytes:
         return await anyio.to_thread.run_sync(os.read, self._fd, _CHUNK, abandon_on_cancel=True)
 
     async def _lines(self) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        stream = asyncio.StreamReader(limit=_CHUNK)
+        read: Callable[[], Awaitable[bytes]] = self._thread_read
+        transport: asyncio.BaseTransport | None = None
+        try:
+            pipe = os.fdopen(self._fd, "rb", buffering=0, closefd=False)
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stream), pipe
+            )
+
+            async def read_stream() -> bytes:
+                return await stream.read(_CHUNK)
+
+            read = read_stream
+        except (ValueError, OSError):  # a regular file: it never blocks a thread for long
+            pass
+        try:
+            async for line in self._split(read):
+                yield line
+        finally:
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
+
+    async def _split(self, read: Callable[[], Awaitable[bytes]]) -> AsyncIterator[str]:
         buffer = bytearray()
         dropping = 0
         while True:
             try:
-                chunk = await self._read()
+                chunk = await read()
             except OSError:
                 chunk = b""
             if not chunk:

@@ -1,11 +1,13 @@
-"""``dsh mcp`` on stdio given what no well-behaved client sends: malformed frames are
-dropped (logged), unknown methods and malformed requests answered with an error, a
-line over ``--max-line-bytes`` dropped without being buffered; serving goes on."""
+"""``dsh mcp`` on stdio, raw: given what no well-behaved client sends, malformed frames
+are dropped (logged), unknown methods and malformed requests answered with an error, a
+line over ``--max-line-bytes`` dropped without being buffered, and serving goes on;
+SIGTERM during a call ends the server (143) and the child's process tree with it."""
 
 from __future__ import annotations
 
 import json
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 INITIALIZE = {
     "protocolVersion": "2025-06-18",
@@ -105,7 +107,7 @@ def raw(tmp_path: Path, preset: Path) -> Iterator[RawMcp]:
     try:
         yield server
     finally:
-        assert server.close() == 0
+        assert server.close() in (0, 128 + signal.SIGTERM)
 
 
 BAD_FRAMES = [
@@ -158,3 +160,15 @@ def test_a_line_over_the_cap_is_dropped_and_memory_stays_bounded(
         assert "dropped a frame of" in server.stderr()
     finally:
         assert server.close() == 0
+
+
+async def test_sigterm_during_a_call_ends_the_server_and_the_childs_tree(
+    raw: RawMcp, kit: Any
+) -> None:
+    raw.initialize()
+    call = {"name": "delegate", "arguments": {"description": "nap", "prompt": "SLEEP"}}
+    raw.request("tools/call", call)
+    await kit.wait_for("the child's sleep to start", lambda: bool(kit.sleepers()))
+    raw.process.send_signal(signal.SIGTERM)
+    assert raw.process.wait(timeout=30) == 128 + signal.SIGTERM
+    await kit.wait_for("the sleep to be gone", lambda: not kit.sleepers(), bound=2.0)

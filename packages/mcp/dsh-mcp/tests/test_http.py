@@ -1,9 +1,11 @@
 """``dsh mcp --http`` behind the same guards as ``dsh a2a`` (dsh-http-guard): a foreign
 Host or Origin is refused (DNS rebinding), a bearer token is required when one is set
-(and the MCP client gets through with it), a non-loopback bind needs a token."""
+(and the MCP client gets through with it), a non-loopback bind needs a token; SIGTERM
+during a call ends the server (143) and the child's process tree with it."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +88,28 @@ def test_a_non_loopback_bind_needs_a_token(tmp_path: Path, preset: Path) -> None
     )
     assert done.returncode == 2
     assert "refusing to bind 0.0.0.0 without authentication" in done.stderr
+
+
+async def test_sigterm_during_a_call_ends_the_server_and_the_childs_tree(
+    tmp_path: Path, preset: Path, kit: Any
+) -> None:
+    server = kit.start_http(tmp_path, preset)
+    try:
+        async with (
+            streamable_http_client(server.url) as (read, write),
+            ClientSession(read, write) as session,
+            anyio.create_task_group() as group,
+        ):
+            await session.initialize()
+
+            async def call() -> None:
+                await session.call_tool("delegate", {"description": "nap", "prompt": "SLEEP"})
+
+            group.start_soon(call)
+            await kit.wait_for("the child's sleep to start", lambda: bool(kit.sleepers()))
+            server.process.send_signal(signal.SIGTERM)
+            await kit.wait_for("the sleep to be gone", lambda: not kit.sleepers(), bound=2.0)
+            assert await anyio.to_thread.run_sync(server.process.wait, 30) == 143
+            group.cancel_scope.cancel()
+    finally:
+        server.stop()

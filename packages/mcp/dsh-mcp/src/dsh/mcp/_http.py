@@ -48,8 +48,10 @@ async def serve_http(
     catalog: Catalog,
     tokens: dict[str, str],
     stoppers: list[Callable[[], None]],
+    stopped: Callable[[], bool],
 ) -> None:
-    """Serve until a stopper is called (``stoppers`` gets the one that stops it)."""
+    """Serve until a stopper is called (``stoppers`` gets the one that stops it; a stop
+    asked for before it was there, ``stopped()``, stops it at once)."""
     sock = listen(options.host, options.port)
     try:
         app = server.streamable_http_app(
@@ -78,6 +80,8 @@ async def serve_http(
             uv.should_exit = True
 
         stoppers.append(stop)
+        if stopped():
+            stop()
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         auth = f"bearer token from ${next(iter(tokens))}" if tokens else "none (loopback)"

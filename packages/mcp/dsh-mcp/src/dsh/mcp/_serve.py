@@ -106,7 +106,9 @@ async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) 
                     if options.http:
                         from dsh.mcp._http import serve_http
 
-                        await serve_http(server, options, catalog, tokens, stoppers)
+                        await serve_http(
+                            server, options, catalog, tokens, stoppers, lambda: bool(received)
+                        )
                     else:
                         stoppers.append(scope.cancel)
                         if received:

@@ -133,7 +133,7 @@ async def test_bad_arguments_and_unknown_tools_are_error_results(
     assert unknown.is_error
 
 
-async def test_a_dsh_callers_lineage_places_the_child_in_its_tree(
+async def test_a_dsh_callers_lineage_and_budget_place_the_child_in_its_tree(
     tmp_path: Path, preset: Path, kit: Any, transport: str
 ) -> None:
     async with kit.mcp_session(tmp_path, preset, transport) as session:
@@ -156,6 +156,11 @@ async def test_a_dsh_callers_lineage_places_the_child_in_its_tree(
                 {"description": "d", "prompt": "hi"},
                 meta={"dsh": {"depth": 1, "maxDepth": 3}},
             )
+            no_budget = await session.call_tool(
+                "delegate",
+                {"description": "d", "prompt": "hi"},
+                meta={"dsh": {"depth": 1, "maxDepth": 3, "maxDescendants": 0}},
+            )
     assert at_limit.is_error
     assert "subagent depth 4 exceeds max_depth 3" in at_limit.content[0].text  # type: ignore[union-attr]
     assert beyond.is_error
@@ -163,3 +168,5 @@ async def test_a_dsh_callers_lineage_places_the_child_in_its_tree(
     assert malformed.is_error
     assert "invalid dsh lineage" in malformed.content[0].text  # type: ignore[union-attr]
     assert not below.is_error
+    assert no_budget.is_error  # the caller's tree may start no more runs
+    assert "max_descendants = 0" in no_budget.content[0].text  # type: ignore[union-attr]

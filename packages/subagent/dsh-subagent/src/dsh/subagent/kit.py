@@ -12,7 +12,10 @@
 * :class:`DelegationRelay` — for servers (``dsh acp``, ``dsh a2a``): the delegations
   under a served agent as path-relative progress items, and their usage;
   :func:`turn_usage` — what an agent's own model calls used in a span of its log.
-* :func:`effective_max_depth` — the depth limit a child of a parent runs under;
+* :func:`check_output_schema` — raise :class:`~dsh.subagent.InvalidRequest` unless a
+  value is an object-rooted JSON Schema (what the runtime checks at start; a row's
+  config can check it at load);
+  :func:`effective_max_depth` — the depth limit a child of a parent runs under;
   :class:`Lineage` — depth, limit and descendants budget carried to a child in
   another process (at most :data:`DEFAULT_MAX_DEPTH` deep unless a row sets a number).
 * :data:`LINEAGE_EXTENSION_URI` — the A2A agent card extension of an agent that
@@ -44,7 +47,7 @@ from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
 from dsh.subagent._remote import RemoteRun
 from dsh.subagent._remote_config import DEFAULT_TURN_TIMEOUT, RemoteTimeouts, Stages
 from dsh.subagent._tape_route import TAPE_PROXY_VARIABLE, taped_url
-from dsh.subagent._validation import effective_max_depth
+from dsh.subagent._validation import check_output_schema, effective_max_depth
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -61,6 +64,7 @@ __all__ = [
     "RemoteTimeouts",
     "Stages",
     "cap_diagnostic",
+    "check_output_schema",
     "clean_text",
     "effective_max_depth",
     "plain_value",

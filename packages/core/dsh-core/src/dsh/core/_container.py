@@ -31,8 +31,8 @@ SERVICE_ENTRY_POINT_GROUP = "dsh.services"
 T = TypeVar("T")
 
 _log = logging.getLogger("dsh.core._context")
-_EAGER_START = sys.version_info >= (3, 12)
-"""``asyncio.Task(..., eager_start=True)`` exists (Python 3.12+)."""
+if sys.version_info < (3, 12):  # no ``asyncio.Task(..., eager_start=True)`` yet
+    from dsh.core._eager import eager_task
 
 
 @functools.cache
@@ -90,19 +90,26 @@ class Container:
         The context cancels and awaits every task it still owns when it closes, so no
         task outlives it. (Native asyncio tasks: anyio's ``start_soon`` costs ~5x more
         on the delegation hot path; anyio cancel scopes work inside them as usual.)
-        ``eager``: on Python 3.12+ (and with no custom task factory) the task's first
-        step runs at once, so a coroutine that never suspends is done on return.
+        ``eager`` (with no custom task factory): the task's first step runs at once,
+        so a coroutine that never suspends has finished on return (on Python 3.12+ its
+        task is done; on 3.11 the task only hands over the result at its first step,
+        see :func:`~dsh.core._eager.eager_task`).
         """
         tasks, loop = self._tasks, self._loop
         if tasks is None or loop is None:
             raise RuntimeError(
                 "this context is not open: use `async with Context.open(...) as ctx`"
             )
-        if eager and _EAGER_START and loop.get_task_factory() is None:
-            task = asyncio.Task(fn(*args), loop=loop, eager_start=True)  # type: ignore[call-arg]
-            if task.done():
-                self._task_done(task)
-                return task
+        if eager and loop.get_task_factory() is None:
+            if sys.version_info >= (3, 12):
+                task = asyncio.Task(fn(*args), loop=loop, eager_start=True)  # type: ignore[call-arg]
+                if task.done():
+                    self._task_done(task)
+                    return task
+            else:
+                task, finished = eager_task(loop, fn(*args))
+                if finished:  # (its pending step only hands over the result)
+                    return task
         else:
             task = loop.create_task(fn(*args))
         tasks.add(task)

@@ -57,6 +57,17 @@ __all__ = [
 
 _log = logging.getLogger("dsh.core._agent")
 
+_scope_type: Callable[[], anyio.CancelScope] | None = None
+"""anyio's cancel scope class for asyncio, the backend dsh runs on (found at the first
+turn): ``anyio.CancelScope()`` looks the backend up on every call, six calls a turn."""
+
+
+def _find_scope_type() -> Callable[[], anyio.CancelScope]:
+    global _scope_type
+    _scope_type = type(anyio.CancelScope())
+    return _scope_type
+
+
 StopReason = Literal["completed", "max-tokens", "refusal", "aborted", "blocked", "error"]
 
 AgentObserver = Callable[[Event], None]
@@ -255,7 +266,7 @@ class TurnLoop:
         stop: StopReason = "completed"
         error: str | None = None
         try:
-            with anyio.CancelScope() as scope:
+            with (_scope_type or _find_scope_type())() as scope:
                 self._scope = scope
                 if self._cancel_cause is not None:
                     # cancel() arrived after followup() but before this turn began.

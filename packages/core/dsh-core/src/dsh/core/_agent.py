@@ -78,10 +78,11 @@ class AgentHost(TurnHost, Protocol):
     def jobs(self) -> JobRegistry:
         """The context's jobs: an agent closes only once its own have stopped."""
 
-    def spawn(
-        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any, eager: bool = False
-    ) -> asyncio.Task[Any]:
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Task[Any]:
         """Run ``fn(*args)`` as a task the context owns (a turn's driver)."""
+
+    def start_eager(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` in a task of its own, its first step now (a child's driver)."""
 
     def call_soon(self, callback: Callable[[], object]) -> None:
         """Run ``callback()`` at the loop's next iteration (a followup's driver)."""
@@ -324,10 +325,10 @@ class AgentCore(TurnLoop):
             await self.when_idle()
 
     def start_driver(self) -> None:
-        """Start the pending turn(s) in a task of their own now instead of at the
-        loop's next iteration (on Python 3.12+ its first step at once: a turn that
-        never suspends has ended when this returns): for a caller that will not run
-        them with :meth:`drive` (an in-process child, whose waiters must not carry its turn)."""
+        """Start the pending turn(s) in a task of their own now, not at the loop's next
+        iteration (its first step at once, ``Context.start_eager``: a turn that never
+        waits has ended on return, with no task made): for a caller that will not run
+        them with :meth:`drive` (an in-process child, whose waiters must not carry it)."""
         if self._driver_pending:
             self._spawn_driver(eager=True)
 
@@ -431,7 +432,7 @@ class AgentCore(TurnLoop):
             return  # a caller of drive() is running the turn in its own task
         self._driver_pending = False
         try:
-            self.ctx.spawn(self._drive, eager=eager)
+            (self.ctx.start_eager if eager else self.ctx.spawn)(self._drive)
         except RuntimeError:  # the context closed before the turn could start
             self._running = False
             if self._idle is not None:

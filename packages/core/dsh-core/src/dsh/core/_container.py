@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Self, TypeVar
 
+from dsh.core._eager import EagerStarter
 from dsh.core._effects import Disposer
 from dsh.core._plugins import ENTRY_POINT_GROUP
 from dsh.core._presets import PluginRow, Preset, PresetError
@@ -31,8 +32,8 @@ SERVICE_ENTRY_POINT_GROUP = "dsh.services"
 T = TypeVar("T")
 
 _log = logging.getLogger("dsh.core._context")
-if sys.version_info < (3, 12):  # no ``asyncio.Task(..., eager_start=True)`` yet
-    from dsh.core._eager import eager_task
+_EAGER_START = sys.version_info >= (3, 12)
+"""``asyncio.Task(..., eager_start=True)`` exists (Python 3.12+)."""
 
 
 @functools.cache
@@ -49,6 +50,7 @@ class Container:
         self._closers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: set[asyncio.Task[Any]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._starter: EagerStarter | None = None
 
     def on_close(self, closer: Callable[[], Coroutine[Any, Any, None]]) -> Disposer:
         """Run ``await closer()`` when the context closes, before agents are closed.
@@ -90,31 +92,49 @@ class Container:
         The context cancels and awaits every task it still owns when it closes, so no
         task outlives it. (Native asyncio tasks: anyio's ``start_soon`` costs ~5x more
         on the delegation hot path; anyio cancel scopes work inside them as usual.)
-        ``eager`` (with no custom task factory): the task's first step runs at once,
-        so a coroutine that never suspends has finished on return (on Python 3.12+ its
-        task is done; on 3.11 the task only hands over the result at its first step,
-        see :func:`~dsh.core._eager.eager_task`).
+        ``eager``: on Python 3.12+ (and with no custom task factory) the task's first
+        step runs at once, so a coroutine that never suspends is done on return.
         """
         tasks, loop = self._tasks, self._loop
         if tasks is None or loop is None:
             raise RuntimeError(
                 "this context is not open: use `async with Context.open(...) as ctx`"
             )
-        if eager and loop.get_task_factory() is None:
-            if sys.version_info >= (3, 12):
-                task = asyncio.Task(fn(*args), loop=loop, eager_start=True)  # type: ignore[call-arg]
-                if task.done():
-                    self._task_done(task)
-                    return task
-            else:
-                task, finished = eager_task(loop, fn(*args))
-                if finished:  # (its pending step only hands over the result)
-                    return task
+        if eager and _EAGER_START and loop.get_task_factory() is None:
+            task = asyncio.Task(fn(*args), loop=loop, eager_start=True)  # type: ignore[call-arg]
+            if task.done():
+                self._task_done(task)
+                return task
         else:
             task = loop.create_task(fn(*args))
         tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
+
+    def start_eager(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` in a task of its own that this context owns, its first step
+        at once (on every Python): a coroutine that never suspends has finished on
+        return, and no task was made for it (see :mod:`dsh.core._eager`), so none is
+        returned. Its value is dropped; a failure is logged. Under a custom task
+        factory it is ``spawn(fn, *args, eager=True)`` (the factory sees every task).
+        """
+        loop = self._loop
+        if loop is None or self._tasks is None:
+            raise RuntimeError(
+                "this context is not open: use `async with Context.open(...) as ctx`"
+            )
+        if loop.get_task_factory() is not None:
+            self.spawn(fn, *args, eager=True)
+            return
+        starter = self._starter
+        if starter is None:
+            starter = self._starter = EagerStarter(loop, self._own)
+        starter.start(fn(*args))
+
+    def _own(self, task: asyncio.Task[Any]) -> None:
+        if self._tasks is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
 
     def call_soon(self, callback: Callable[[], object]) -> None:
         """Run ``callback()`` on the context's loop at its next iteration."""
@@ -131,6 +151,7 @@ class Container:
             _log.error("context task %r failed", task, exc_info=task.exception())
 
     async def _cancel_tasks(self) -> None:
+        self._starter = None
         tasks = self._tasks or set()
         while tasks:
             pending = list(tasks)

@@ -207,3 +207,30 @@ async def test_waiting_for_an_eager_coroutine_and_giving_up_does_not_cancel_it()
         go.set()
         with anyio.fail_after(5):
             await finished.wait()
+
+
+async def test_deferred_callbacks_run_at_the_next_iteration_unless_undeferred() -> None:
+    calls: list[str] = []
+    async with Context.open(parse_preset('[agent.model]\nadapter = "scripted"\n')) as ctx:
+        ctx.defer("a", lambda: calls.append("a"))
+        ctx.defer("b", lambda: calls.append("b"))
+        ctx.undefer("b")
+        assert calls == []
+        await asyncio.sleep(0)
+        assert calls == ["a"]
+
+
+async def test_a_turn_started_soon_runs_at_the_next_iteration_or_when_asked() -> None:
+    async with Context.open(parse_preset('[agent.model]\nadapter = "scripted"\n')) as ctx:
+        later = ctx.agents.create(persist=False)
+        later.start("hi", soon=True)
+        assert later.running
+        assert later.turns == 0  # not begun: its caller may watch it first
+        with anyio.fail_after(5):
+            await later.when_idle()
+        assert later.turns == 1
+        now = ctx.agents.create(persist=False)
+        now.start("hi", soon=True)
+        now.start_driver()  # at once (a scripted turn never waits: it has ended)
+        assert now.turns == 1
+        assert not now.running

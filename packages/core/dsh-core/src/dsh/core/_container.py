@@ -51,6 +51,7 @@ class Container:
         self._tasks: set[asyncio.Task[Any]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._starter: EagerStarter | None = None
+        self._deferred: dict[object, Callable[[], object]] | None = None
 
     def on_close(self, closer: Callable[[], Coroutine[Any, Any, None]]) -> Disposer:
         """Run ``await closer()`` when the context closes, before agents are closed.
@@ -130,6 +131,32 @@ class Container:
         if starter is None:
             starter = self._starter = EagerStarter(loop, self._own)
         starter.start(fn(*args))
+
+    def defer(self, key: object, callback: Callable[[], object]) -> None:
+        """Run ``callback()`` at the loop's next iteration unless ``undefer(key)`` comes
+        first (one loop callback for all deferred in an iteration; dropped at once)."""
+        deferred = self._deferred
+        if deferred is None:
+            if self._loop is None:
+                raise RuntimeError(
+                    "this context is not open: use `async with Context.open(...) as ctx`"
+                )
+            deferred = self._deferred = {}
+            self._loop.call_soon(self._run_deferred)
+        deferred[key] = callback
+
+    def undefer(self, key: object) -> None:
+        """Forget what :meth:`defer` keeps under ``key`` (if it has not run yet)."""
+        if self._deferred is not None:
+            self._deferred.pop(key, None)
+
+    def _run_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, None
+        for callback in (deferred or {}).values():
+            try:
+                callback()
+            except Exception:
+                _log.exception("deferred callback %r failed", callback)
 
     def _own(self, task: asyncio.Task[Any]) -> None:
         if self._tasks is not None:

@@ -53,6 +53,7 @@ __all__ = [
     "TurnLoop",
     "TurnOutcome",
     "last_output",
+    "turns_so_far",
 ]
 
 _log = logging.getLogger("dsh.core._agent")
@@ -471,3 +472,14 @@ class TurnLoop:
         if traced is not None:
             traced.end(result, failure)
         return result
+
+
+def turns_so_far(events: Sequence[Event]) -> int:
+    """Turns already in a log (O(1) for a log that ends with a ``turn/end``)."""
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.type in ("turn/end", "turn/start"):
+            return int(event.data.get("turn", 0)) or sum(
+                1 for e in events if e.type == "turn/start"
+            )
+    return 0

@@ -131,7 +131,7 @@ class InProcessProvider:
         # The turn starts at the loop's next iteration, or when the result is first
         # awaited (start_now): after the caller had the run (progress from its first
         # item), and always in a task of its own (a waiter giving up must not stop it).
-        child.followup(request.prompt_blocks)
+        child.start(request.prompt_blocks, soon=True)
         return handle.run
 
     async def prepare_continuable(

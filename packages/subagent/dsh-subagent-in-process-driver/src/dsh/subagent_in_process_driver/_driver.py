@@ -267,7 +267,7 @@ def _descriptor(
         "run_id": child.id,
         "provider": provider.name,
         "parent_session": parent.id,
-        "depth": child.depth,
+        "depth": int(meta.get("delegation_depth", 0)),  # (child.depth, without the call)
         "max_depth": meta.get("max_depth"),
         "label": request.label,
         "seed_length": meta.get("seed_length", 0),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import sys
 
 import anyio
@@ -234,3 +235,34 @@ async def test_a_turn_started_soon_runs_at_the_next_iteration_or_when_asked() ->
         now.start_driver()  # at once (a scripted turn never waits: it has ended)
         assert now.turns == 1
         assert not now.running
+
+
+async def test_carried_coroutines_that_end_by_cancellation_or_failure_leave_no_cycle() -> None:
+    scopes: list[anyio.CancelScope] = []
+
+    async def cancelled() -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await anyio.sleep(30)
+        raise asyncio.CancelledError  # ends its task cancelled
+
+    async def fails() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("bad")
+
+    async with Context.open(parse_preset('[agent.model]\nadapter = "scripted"\n')) as ctx:
+        gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            for _ in range(3):
+                ctx.start_eager(cancelled)
+                scopes.pop().cancel()
+                ctx.start_eager(fails)
+            for _ in range(5):
+                await asyncio.sleep(0)
+            gc.collect()
+            carriers = [o for o in gc.garbage if type(o).__name__ == "_Carrier"]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+    assert carriers == []

@@ -6,9 +6,9 @@ the caller's context variables), so an anyio cancel scope entered in the step be
 the task that would carry the rest. A coroutine that finishes in that step (an
 in-process child whose turn never waits) needed no task at all: the carrier stays
 parked and lends itself to the next start (a start nested in a first step borrows
-another: one parked carrier per nesting level). One that suspends is handed over: the carrier
-wakes, carries it to its end as that coroutine's own task, and is never lent again (the
-next start parks a new one). So a waiter of the coroutine's outcome never carries it,
+another: one parked carrier per nesting level). One that suspends is handed over: the
+carrier wakes, carries it to its end as that coroutine's own task, and is never lent
+again (the next start parks a new one). So a waiter of the coroutine's outcome never carries it,
 and cancelling that waiter never cancels it, on every Python from 3.11 (3.12's
 ``eager_start`` still makes a task per start; this makes one per start that suspends).
 """
@@ -75,17 +75,23 @@ class _Carrier(Coroutine[Any, Any, Any]):
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         """Cancelled while parked: the carrier ends. Carrying: the carried coroutine
-        gets the exception where it waits."""
+        gets the exception where it waits. (No local keeps the exception once it
+        propagates: its traceback holds this frame, which would make a cycle.)"""
         exc = typ if val is None else val
+        del typ, val, tb
         coro = self._coro
         if coro is None:
             self._end()
-            raise exc
+            try:
+                raise exc
+            finally:
+                exc = None
         self._first = _NOTHING
         assert self._context is not None
         try:
             return self._context.run(coro.throw, exc)
         except BaseException:
+            exc = None
             self._end()
             raise
 
@@ -165,4 +171,7 @@ class EagerStarter:
 
 
 async def _raise(exc: BaseException) -> None:
-    raise exc
+    try:
+        raise exc
+    finally:
+        del exc  # (the frame would keep the exception, whose traceback keeps the frame)

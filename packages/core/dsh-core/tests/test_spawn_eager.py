@@ -266,3 +266,33 @@ async def test_carried_coroutines_that_end_by_cancellation_or_failure_leave_no_c
             gc.set_debug(0)
             gc.garbage.clear()
     assert carriers == []
+
+
+async def test_without_asyncio_s_task_hooks_start_eager_falls_back_to_an_eager_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Python whose asyncio lacks the private ``_enter_task``/``_leave_task`` still
+    starts (a task per start, eager where the Python can) and keeps the guarantee."""
+    from dsh.core import _container
+
+    monkeypatch.setattr(_container, "_EAGER_STARTER", False)
+    ran: list[str] = []
+    go = anyio.Event()
+
+    async def quick() -> None:
+        ran.append("quick")
+
+    async def waits() -> None:
+        await go.wait()
+        ran.append("waits")
+
+    async with Context.open(parse_preset('[agent.model]\nadapter = "scripted"\n')) as ctx:
+        ctx.start_eager(quick)
+        ctx.start_eager(waits)
+        if EAGER:
+            assert ran == ["quick"]
+        go.set()
+        with anyio.fail_after(5):
+            while len(ran) < 2:
+                await anyio.sleep(0.001)
+    assert sorted(ran) == ["quick", "waits"]

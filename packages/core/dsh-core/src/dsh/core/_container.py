@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Self, TypeVar
 
+from dsh.core._eager import SUPPORTED as _EAGER_STARTER
 from dsh.core._eager import EagerStarter
 from dsh.core._effects import Disposer
 from dsh.core._plugins import ENTRY_POINT_GROUP
@@ -124,7 +125,7 @@ class Container:
             raise RuntimeError(
                 "this context is not open: use `async with Context.open(...) as ctx`"
             )
-        if loop.get_task_factory() is not None:
+        if not _EAGER_STARTER or loop.get_task_factory() is not None:
             self.spawn(fn, *args, eager=True)
             return
         starter = self._starter

@@ -21,13 +21,18 @@ from asyncio import tasks as _tasks
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
-__all__ = ["EagerStarter"]
+__all__ = ["SUPPORTED", "EagerStarter"]
 
 # asyncio's hooks for task implementations of their own (what 3.12's eager start does
-# with them): make a task the loop's current one, and stop it being that.
-_enter_task = _tasks._enter_task
-_leave_task = _tasks._leave_task
+# with them): make a task the loop's current one, and stop it being that. They are
+# private: a Python without them gets plain eager tasks instead (``SUPPORTED`` False).
+_Swap = Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
+_ENTER: _Swap | None = getattr(_tasks, "_enter_task", None)
+_LEAVE: _Swap | None = getattr(_tasks, "_leave_task", None)
 _current_task = asyncio.current_task
+SUPPORTED = _ENTER is not None and _LEAVE is not None
+"""This Python has the hooks :class:`EagerStarter` needs (if not, ``Context.start_eager``
+makes a task per start, eager where the Python can)."""
 
 _NOTHING: Any = object()
 
@@ -148,10 +153,13 @@ class EagerStarter:
         task = carrier.task
         assert task is not None
         context = contextvars.copy_context()
+        enter, leave = _ENTER, _LEAVE
+        assert enter is not None, "check SUPPORTED first"
+        assert leave is not None, "check SUPPORTED first"
         previous = _current_task(loop)
         if previous is not None:
-            _leave_task(loop, previous)
-        _enter_task(loop, task)
+            leave(loop, previous)
+        enter(loop, task)
         try:
             first = context.run(coro.send, None)
         except StopIteration:
@@ -164,9 +172,9 @@ class EagerStarter:
             carrier.hand_over(_raise(exc), context, _NOTHING)
             return
         finally:
-            _leave_task(loop, task)
+            leave(loop, task)
             if previous is not None:
-                _enter_task(loop, previous)
+                enter(loop, previous)
         carrier.hand_over(coro, context, first)
 
 

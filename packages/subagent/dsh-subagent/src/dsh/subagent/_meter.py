@@ -129,6 +129,18 @@ class BudgetMeter:
                 " remove the usd cap",
             )
 
+    def charge(self, tokens: int = 0, usd: float = 0.0, turns: int = 0) -> bool:
+        """Count what a child in another process reported spending (tokens, cost,
+        model calls) here and in every meter above, then :meth:`check`: True if the
+        run must stop."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            meter.tokens += tokens
+            meter.usd += usd
+            meter.turns += turns
+            meter = meter.parent
+        return self.check()
+
     def charge_child(self) -> None:
         """Count a delegation started below this meter's run; raises
         ``CAPACITY_EXCEEDED`` (and trips the meter whose ``children`` cap is reached)
@@ -374,6 +386,18 @@ class BudgetMeters:
         meter = BudgetMeter(budget, parent, stop, self._deadlines)
         self.by_agent[agent.id] = meter
         return meter
+
+    def open_remote(self, parent_id: str, budget: Budget, stop: Stop) -> BudgetMeter:
+        """A meter for a run in another process started by agent ``parent_id`` (below
+        that agent's meter, if any); not kept by agent id (the run has no agent here).
+        Close it with :meth:`close_remote`."""
+        return BudgetMeter(budget, self.by_agent.get(parent_id), stop, self._deadlines)
+
+    def close_remote(self, meter: BudgetMeter) -> None:
+        """The remote run settled: no timer, no stop."""
+        meter.release()
+        if meter.deadline is not None:
+            self._deadlines.discard(meter)
 
     def close(self, agent_id: str, meter: BudgetMeter) -> None:
         """Forget ``agent_id``'s meter (its run settled); stops its time cap."""

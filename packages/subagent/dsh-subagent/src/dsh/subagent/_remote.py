@@ -54,6 +54,7 @@ import anyio
 from dsh.subagent._diagnostics import redact_secrets
 from dsh.subagent._errors import StartAborted, StartFailed, SubagentError
 from dsh.subagent._progress import SubagentUsage
+from dsh.subagent._remote_budget import RemoteBudget
 from dsh.subagent._remote_config import RemoteTimeouts, Stages
 from dsh.subagent._remote_tasks import (
     retrieve_outcome,
@@ -101,6 +102,9 @@ class RemoteRun(abc.ABC):
         self._turn: asyncio.Task[SubagentResult] | None = None
         self._finishing: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
+        self.budget: RemoteBudget | None = None
+        """The run's budget, enforced from this side (a request with a budget, once
+        published): the transport feeds it with :meth:`report_usage`."""
 
     # -- hooks ------------------------------------------------------------------------
 
@@ -157,6 +161,13 @@ class RemoteRun(abc.ABC):
         """Called once when someone first wants the run's progress; may return a
         disposer run at settlement. Default: nothing (check ``handle.wants_progress``)."""
         return None
+
+    def report_usage(self, usage: SubagentUsage, turns: int | None = None) -> None:
+        """The child's cumulative usage so far (``turns``: its model calls, when
+        known), for the run's budget: a reached cap stops the run, which settles with
+        stop reason ``budget``. A no-op without a budget."""
+        if self.budget is not None:
+            self.budget.report(usage, turns)
 
     # -- the lifecycle -----------------------------------------------------------------
 
@@ -232,6 +243,12 @@ class RemoteRun(abc.ABC):
             raise
         self.handle = handle
         self.published = True
+        budget = self.request.budget
+        if budget is not None:
+            from dsh.subagent._runtime import SubagentRuntime  # (only budgeted runs pay)
+
+            meters = SubagentRuntime.of(self.request.parent.ctx).meters
+            self.budget = RemoteBudget(meters, self.request.parent.id, budget, self.stop.abort)
         self._driver = driver
         driver.add_done_callback(self._driver_done)
         return handle.run
@@ -265,7 +282,9 @@ class RemoteRun(abc.ABC):
         caller's at once."""
         handle = self.handle
         assert handle is not None
-        failure = result.stop_reason not in ("completed", "aborted")
+        if self.budget is not None:
+            result = self.budget.settle(result)
+        failure = result.stop_reason not in ("completed", "aborted", "budget")
         if not failure:
             handle.settle(result)
         try:

@@ -54,7 +54,7 @@ import anyio
 from dsh.subagent._diagnostics import redact_secrets
 from dsh.subagent._errors import StartAborted, StartFailed, SubagentError
 from dsh.subagent._progress import SubagentUsage
-from dsh.subagent._remote_budget import RemoteBudget
+from dsh.subagent._remote_budget import ALL_CAPS, RemoteBudget, check_caps
 from dsh.subagent._remote_config import RemoteTimeouts, Stages
 from dsh.subagent._remote_tasks import (
     retrieve_outcome,
@@ -78,6 +78,9 @@ _CLOSE_AFTER_KILL = 5.0
 
 class RemoteRun(abc.ABC):
     """One run of a child outside this process (see the module docstring)."""
+
+    budget_caps: frozenset[str] = ALL_CAPS
+    """The budget caps the run enforces; any other is refused before anything starts."""
 
     def __init__(
         self, provider: str, request: SubagentStartRequest, timeouts: RemoteTimeouts
@@ -103,8 +106,7 @@ class RemoteRun(abc.ABC):
         self._finishing: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
         self.budget: RemoteBudget | None = None
-        """The run's budget, enforced from this side (a request with a budget, once
-        published): the transport feeds it with :meth:`report_usage`."""
+        """The run's budget, enforced from this side once published (:meth:`report_usage`)."""
 
     # -- hooks ------------------------------------------------------------------------
 
@@ -163,9 +165,8 @@ class RemoteRun(abc.ABC):
         return None
 
     def report_usage(self, usage: SubagentUsage, turns: int | None = None) -> None:
-        """The child's cumulative usage so far (``turns``: its model calls, when
-        known), for the run's budget: a reached cap stops the run, which settles with
-        stop reason ``budget``. A no-op without a budget."""
+        """The child's cumulative usage (and model calls) so far: a reached cap of the
+        run's budget stops it, settling ``budget``. A no-op without a budget."""
         if self.budget is not None:
             self.budget.report(usage, turns)
 
@@ -191,6 +192,8 @@ class RemoteRun(abc.ABC):
         signal = self.request.signal
         if signal.aborted:
             raise StartAborted(f"subagent start aborted: {signal.reason}")
+        if self.request.budget is not None:
+            check_caps(self.provider, self.request.budget, self.budget_caps)
         aborted = anyio.CancelScope()
         unlink = signal.on_abort(lambda _reason: aborted.cancel())
         timer = anyio.CancelScope(deadline=anyio.current_time() + self.timeouts.start_timeout)

@@ -16,13 +16,30 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from dsh.subagent._errors import UnsupportedCapability
 from dsh.subagent._progress import SubagentUsage
-from dsh.subagent._types import Budget, SubagentResult
+from dsh.subagent._types import BUDGET_CAPS, Budget, SubagentResult
 
 if TYPE_CHECKING:
     from dsh.subagent._meter import BudgetMeter, BudgetMeters, Stop
 
-__all__ = ["RemoteBudget"]
+__all__ = ["ALL_CAPS", "RemoteBudget", "check_caps"]
+
+ALL_CAPS = frozenset(BUDGET_CAPS)
+"""Every cap: what a child that enforces the budget on its own side (``dsh acp``) covers."""
+
+
+def check_caps(provider: str, budget: Budget, enforced: frozenset[str]) -> None:
+    """Raise ``UNSUPPORTED_CAPABILITY`` naming the first cap of ``budget`` that is
+    not in ``enforced`` (what the provider can enforce)."""
+    for name in BUDGET_CAPS:
+        if getattr(budget, name) is not None and name not in enforced:
+            raise UnsupportedCapability(
+                f'subagent provider "{provider}" cannot enforce a {name} budget (it enforces'
+                f" {', '.join(cap for cap in BUDGET_CAPS if cap in enforced)}: from the usage"
+                f" its child reports as it goes); delegate without a {name} cap, or to an"
+                " in-process provider"
+            )
 
 
 class RemoteBudget:

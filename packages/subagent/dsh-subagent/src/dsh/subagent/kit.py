@@ -5,6 +5,10 @@
   a cancel, an ``aborted`` result that ``turn()`` returns within ``cancel_grace`` is
   the run's (blanks filled from the stop's reason, ``partial_output()``, ``usage()``);
   any other outcome settles ``aborted`` with ``partial_output()`` and ``usage()``.
+  A run whose request has a budget is metered from this side: the transport calls
+  ``report_usage()`` with the child's running usage, a reached cap stops the run
+  (stop reason ``budget``), and ``budget_caps`` names the caps it can enforce (the
+  others are refused at start, ``UNSUPPORTED_CAPABILITY``).
 * :class:`RemoteTimeouts` — ``start_timeout`` / ``turn_timeout`` / ``cancel_grace``,
   the same names for every provider (subclass it for your config).
 * :class:`Stages` — name the stage a failure happened in.

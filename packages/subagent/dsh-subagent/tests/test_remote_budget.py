@@ -11,6 +11,7 @@ import pytest
 
 from dsh.core import AbortSignal, Agent, Context, parse_preset
 from dsh.subagent import (
+    ALL_START_CAPABILITIES,
     Budget,
     SubagentResult,
     SubagentRuntime,
@@ -18,6 +19,7 @@ from dsh.subagent import (
     SubagentUsage,
 )
 from dsh.subagent.kit import Lineage, RemoteRun, RemoteTimeouts
+from dsh.testing.scripted_provider import HANG_PROMPT, ScriptedProvider
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(20)]
 
@@ -116,3 +118,30 @@ def test_the_budget_travels_in_the_lineage() -> None:
         Lineage.from_meta({"dsh": {"depth": 1, "budget": {"tokens": 0}}})
     with pytest.raises(ValueError, match="unknown budget cap 'dollars'"):
         Lineage.from_meta({"dsh": {"depth": 1, "budget": {"dollars": 1}}})
+
+
+async def test_the_scripted_provider_enforces_the_budget_it_claims(
+    ctx: Context, parent: Agent
+) -> None:
+    provider = ScriptedProvider(
+        "scripted-budget", capabilities=ALL_START_CAPABILITIES, usage={"input_tokens": 70}
+    )
+    runtime = SubagentRuntime.of(ctx)
+    runtime.register_provider(provider)
+    held = SubagentStartRequest(HANG_PROMPT, parent, AbortSignal(), budget=Budget(seconds=0.2))
+    async with await runtime.start(provider.name, held) as run:
+        with anyio.fail_after(10):
+            result = await run.result
+    assert result.stop_reason == "budget", result
+    assert result.diagnostic is not None
+    assert result.diagnostic.startswith("time budget 0.2 s reached: ")
+    lift = runtime.budget_tree(parent, Budget(tokens=100))
+    try:
+        answered = SubagentStartRequest("go", parent, AbortSignal())
+        async with await runtime.start(provider.name, answered) as run:
+            assert (await run.result).stop_reason == "completed"
+        meter = runtime.budget_meter(parent)
+        assert meter is not None
+        assert (meter.tokens, meter.children) == (70, 1)  # its answer's usage counted above
+    finally:
+        lift()

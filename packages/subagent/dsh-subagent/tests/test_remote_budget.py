@@ -13,6 +13,7 @@ from dsh.core import AbortSignal, Agent, Context, parse_preset
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
     Budget,
+    StartFailed,
     SubagentResult,
     SubagentRuntime,
     SubagentStartRequest,
@@ -143,5 +144,26 @@ async def test_the_scripted_provider_enforces_the_budget_it_claims(
         meter = runtime.budget_meter(parent)
         assert meter is not None
         assert (meter.tokens, meter.children) == (70, 1)  # its answer's usage counted above
+    finally:
+        lift()
+
+
+async def test_a_failed_start_gives_its_children_count_back(ctx: Context, parent: Agent) -> None:
+    failing = ScriptedProvider(
+        "scripted-failing",
+        capabilities=ALL_START_CAPABILITIES,
+        start_error=StartFailed("the child could not start"),
+    )
+    runtime = SubagentRuntime.of(ctx)
+    runtime.register_provider(failing)
+    lift = runtime.budget_tree(parent, Budget(children=1))
+    try:
+        meter = runtime.budget_meter(parent)
+        assert meter is not None
+        for _ in range(3):  # each failed start is given back: the cap of 1 never bites
+            with pytest.raises(StartFailed):
+                await runtime.start(failing.name, SubagentStartRequest("go", parent, AbortSignal()))
+            assert meter.children == 0
+        assert meter.tripped is None
     finally:
         lift()

@@ -160,6 +160,13 @@ class BudgetMeter:
             meter.children += 1
             meter = meter.parent
 
+    def refund_child(self) -> None:
+        """Uncount a delegation :meth:`charge_child` counted whose start failed."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            meter.children = max(meter.children - 1, 0)
+            meter = meter.parent
+
     def check(self) -> bool:
         """Trip the first meter (this one, then up) whose cap is reached; True if this
         run must stop."""
@@ -360,13 +367,14 @@ class BudgetMeters:
 
     def prepare(
         self, name: str, provider: SubagentProvider, request: SubagentStartRequest
-    ) -> SubagentStartRequest:
+    ) -> tuple[SubagentStartRequest, BudgetMeter | None]:
         """The request a provider gets under a budget: its ``budget`` capped by what
-        the parent's tree has left, and the delegation counted against ``children``.
-        Unchanged when neither the request nor the parent's tree has a budget."""
+        the parent's tree has left, and the delegation counted against ``children``;
+        and the meter it was counted in (to :meth:`BudgetMeter.refund_child` if the
+        start fails). Unchanged (and None) when the parent's tree has no budget."""
         parent = self.by_agent.get(request.parent.id)
         if parent is None:
-            return request
+            return request, None
         if not provider.capabilities.budget:
             raise UnsupportedCapability(
                 f'subagent provider "{name}" does not support the "budget" capability,'
@@ -374,10 +382,15 @@ class BudgetMeters:
                 " an in-process provider (spawn, fork) under a budget"
             )
         parent.charge_child()
-        remaining = parent.remaining()
+        try:
+            remaining = parent.remaining()
+        except BaseException:
+            parent.refund_child()
+            raise
         from dataclasses import replace  # (only budgeted starts pay)
 
-        return replace(request, budget=(request.budget or Budget()).within(remaining))
+        budget = (request.budget or Budget()).within(remaining)
+        return replace(request, budget=budget), parent
 
     def open(self, agent: Agent, budget: Budget, stop: Stop) -> BudgetMeter:
         """A meter for ``agent`` (below its parent's meter, if any)."""

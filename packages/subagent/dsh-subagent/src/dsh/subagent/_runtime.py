@@ -241,8 +241,9 @@ class SubagentRuntime:
         A start that raises emits nothing and leaves nothing running.
         """
         provider = self.check_start(name, request)
+        charged: BudgetMeter | None = None
         if request.budget is not None or self.meters.by_agent:  # (no budget anywhere: no work)
-            request = self.meters.prepare(name, provider, request)
+            request, charged = self.meters.prepare(name, provider, request)
         gates = self._gates.get(name)
         if gates is None:
             gates = self._gates_for(name)
@@ -251,7 +252,7 @@ class SubagentRuntime:
         root = self._budget.take(request.parent)
         if gates:
             if not has_room(gates):
-                return self._enqueue(provider, request, gates, root)
+                return self._enqueue(provider, request, gates, root, charged)
             Admission.take(gates)
         try:
             run = await provider.start(request)
@@ -259,6 +260,8 @@ class SubagentRuntime:
             if gates:
                 self._admission.release(gates)
             self._budget.refund(root)
+            if charged is not None:  # the children count goes back: nothing started
+                charged.refund_child()
             raise
         self._tree.observe(run, request, gates)
         return run
@@ -269,10 +272,12 @@ class SubagentRuntime:
         request: SubagentStartRequest,
         gates: tuple[Gate, ...],
         root: str | None,
+        charged: BudgetMeter | None = None,
     ) -> SubagentRun:
         """Publish a run that waits for a slot (state ``queued``)."""
         handle = QueuedHandle(self._admission, provider, request, gates)
         handle.root = root
+        handle.charged = charged
         run = handle.run
         self._admission.enqueue(handle)
         self._tree.observe(run, request, queued=True)  # (a sink gets the queued item at once)

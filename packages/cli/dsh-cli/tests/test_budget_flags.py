@@ -70,6 +70,24 @@ def test_budget_tokens_stops_the_whole_run(tmp_path: Path) -> None:
     assert len(requests) <= 10 + 1  # 100 tokens a call: the cap, plus one in flight
     assert "token budget 900 reached: 900 tokens used" in done.stderr  # the child's end
     assert "budget: 1,000 of 1,000 tokens\n" in done.stderr  # spent against each cap
+    assert "budget: 900 of 900 tokens: token budget 900 reached" in done.stderr  # the child's
+
+
+def test_json_progress_carries_each_budget_and_its_spend(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("Notes.\n")
+    with OpenAIChatServer(default=script, api_key="k") as srv:
+        env = clean_env(OPENAI_BASE_URL=srv.api_base, OPENAI_API_KEY="k")
+        done = dsh_run(tmp_path, env, "--json", "--budget-tokens", "1000", "--budget-turns", "50")
+    assert done.returncode == 1, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    (start,) = [e for e in events if e["type"] == "subagent/start"]
+    assert start["budget"] == {"tokens": 900, "turns": 49}  # what the lead had left
+    (end,) = [e for e in events if e["type"] == "subagent/end"]
+    assert end["stop_reason"] == "budget"
+    assert end["budget"] == {
+        "caps": {"tokens": 900, "turns": 49},
+        "spent": {"tokens": 900, "turns": 9},
+    }
 
 
 @pytest.mark.parametrize(

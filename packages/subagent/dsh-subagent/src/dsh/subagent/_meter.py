@@ -30,10 +30,11 @@ from dsh.subagent._types import Budget
 if TYPE_CHECKING:
     from dsh.core import Agent
     from dsh.core.sessions import Event
+    from dsh.subagent._progress import SubagentUsage
     from dsh.subagent._provider import SubagentProvider
     from dsh.subagent._types import SubagentStartRequest
 
-__all__ = ["BudgetMeter", "BudgetMeters", "Deadlines"]
+__all__ = ["BudgetMeter", "BudgetMeters", "Deadlines", "spent_against"]
 
 _CHECKPOINTS = frozenset(("tool/call", "tool/result", "turn/start"))
 """Events after which the agent calls a tool or the model again: a reached cap stops it."""
@@ -279,6 +280,23 @@ class BudgetMeter:
 
 def _no_stop(diagnostic: str) -> None:
     return None
+
+
+def spent_against(
+    budget: Budget, meter: BudgetMeter | None, usage: SubagentUsage | None, seconds: float
+) -> dict[str, Any]:
+    """What a run spent against each cap its budget sets: ``{cap: spent}``. From its
+    meter (a run in this process); else from its usage and wall time (a run in another
+    process: its model calls and delegations are not known here, and are left out)."""
+    if meter is not None:
+        spent = meter.spent()
+    else:
+        spent = {"seconds": round(seconds, 3)}
+        if usage is not None:
+            spent["tokens"] = usage.input_tokens + usage.output_tokens
+            if usage.cost_usd is not None:
+                spent["usd"] = usage.cost_usd
+    return {name: spent[name] for name in budget.to_json() if name in spent}
 
 
 _COMPACT_AT = 64

@@ -91,10 +91,10 @@ class SubagentRuntime:
             refund=self._refund,
             started=self._started,
         )
-        self._tree = RunTree(ctx.events, self._admission.release)
         self._budget = DescendantsBudget(ctx)
         self.meters = BudgetMeters()
         """Budget meters of live budgeted runs and root agents (empty: no budget set)."""
+        self._tree = RunTree(ctx.events, self._admission.release, self.meters)
         self._caps: dict[str, int | None] = {}
         """Configured caps by provider name (None: no cap), over the providers' own."""
         self._gates: dict[str, tuple[Gate, ...]] = {}

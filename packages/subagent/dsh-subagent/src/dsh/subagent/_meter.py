@@ -28,7 +28,7 @@ from dsh.subagent._errors import CapacityExceeded, UnsupportedCapability
 from dsh.subagent._types import Budget
 
 if TYPE_CHECKING:
-    from dsh.core import Agent
+    from dsh.core import Agent, Context
     from dsh.core.sessions import Event
     from dsh.subagent._progress import SubagentUsage
     from dsh.subagent._provider import SubagentProvider
@@ -122,10 +122,11 @@ class BudgetMeter:
             if cost is not None:
                 meter.usd += cost
             meter = meter.parent
-        if cost is None and (tokens or not usage) and self.budget.usd is not None:
+        capped = self._usd_cap() if cost is None and (tokens or not usage) else None
+        if capped is not None:
             self.trip(
                 "error",
-                f"usd budget ${self.budget.usd:.2f} cannot be enforced: the model reported no"
+                f"usd budget ${capped:.2f} cannot be enforced: the model reported no"
                 " cost (cost_usd) for a call; use a model whose adapter prices its calls, or"
                 " remove the usd cap",
             )
@@ -141,6 +142,15 @@ class BudgetMeter:
             meter.turns += turns
             meter = meter.parent
         return self.check()
+
+    def _usd_cap(self) -> float | None:
+        """The ``usd`` cap of this meter or the nearest one above (None: none)."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            if meter.budget.usd is not None:
+                return meter.budget.usd
+            meter = meter.parent
+        return None
 
     def charge_child(self) -> None:
         """Count a delegation started below this meter's run; raises
@@ -175,7 +185,8 @@ class BudgetMeter:
             return True
         meter: BudgetMeter | None = self
         while meter is not None:
-            if meter.tripped is not None:
+            if meter.tripped is not None:  # a budget above ran out: this run stops too
+                self.trip(*meter.tripped)
                 return True
             reached = meter.reached()
             if reached is not None:
@@ -372,12 +383,42 @@ class Deadlines:
 class BudgetMeters:
     """The meters of live budgeted runs and budgeted root agents, by agent id."""
 
-    __slots__ = ("_deadlines", "by_agent")
+    __slots__ = ("_deadlines", "by_agent", "context")
 
     def __init__(self) -> None:
         self.by_agent: dict[str, BudgetMeter] = {}
         """The meters by agent id (empty: no budget anywhere; starts then skip budgets)."""
         self._deadlines = Deadlines()
+        self.context: BudgetMeter | None = None
+        """The meter of the context's budget (``Context.open(budget=...)``; None: none)."""
+
+    def open_context(self, ctx: Context, budget: Budget) -> BudgetMeter:
+        """Put the whole context under ``budget``: every root agent created from now on
+        gets a meter below the context's, so its model calls and everything it
+        delegates count; a reached cap cancels every root agent (and so its tree)."""
+
+        def stop(diagnostic: str) -> None:
+            for agent in ctx.agents.list():
+                if agent.parent_id is None:
+                    agent.cancel(diagnostic)
+
+        context = self.context = BudgetMeter(budget, None, stop, self._deadlines)
+
+        def created(agent: Agent) -> None:
+            if agent.parent_id is not None or agent.id in self.by_agent:
+                return
+            meter = BudgetMeter(Budget(), context, agent.cancel, self._deadlines)
+            self.by_agent[agent.id] = meter
+            unobserve = agent.observe(meter.observe, deltas=False)
+
+            async def closed() -> None:
+                unobserve()
+                self.close(agent.id, meter)
+
+            agent.on_close(closed)
+
+        ctx.agents.on_create(created)
+        return context
 
     def get(self, agent_id: str) -> BudgetMeter | None:
         """The meter of agent ``agent_id`` (None: not metered)."""
@@ -410,10 +451,12 @@ class BudgetMeters:
         budget = (request.budget or Budget()).within(remaining)
         return replace(request, budget=budget), parent
 
-    def open(self, agent: Agent, budget: Budget, stop: Stop) -> BudgetMeter:
-        """A meter for ``agent`` (below its parent's meter, if any)."""
+    def open(
+        self, agent: Agent, budget: Budget, stop: Stop, above: BudgetMeter | None = None
+    ) -> BudgetMeter:
+        """A meter for ``agent`` (below its parent's meter, if any, or ``above``)."""
         parent_id = agent.parent_id
-        parent = self.by_agent.get(parent_id) if parent_id is not None else None
+        parent = self.by_agent.get(parent_id) if parent_id is not None else above
         meter = BudgetMeter(budget, parent, stop, self._deadlines)
         self.by_agent[agent.id] = meter
         return meter

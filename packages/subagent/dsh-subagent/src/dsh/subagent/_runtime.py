@@ -95,6 +95,10 @@ class SubagentRuntime:
         self.meters = BudgetMeters()
         """Budget meters of live budgeted runs and root agents (empty: no budget set)."""
         self._tree = RunTree(ctx.events, self._admission.release, self.meters)
+        tree_budget = getattr(ctx, "tree_budget", None)
+        if tree_budget is not None:  # Context.open(budget=...)
+            check_budget(tree_budget)
+            self.meters.open_context(ctx, tree_budget)
         self._caps: dict[str, int | None] = {}
         """Configured caps by provider name (None: no cap), over the providers' own."""
         self._gates: dict[str, tuple[Gate, ...]] = {}
@@ -358,7 +362,8 @@ class SubagentRuntime:
         (its turn ends ``aborted`` with the cap in the error; :meth:`budget_verdict`
         says which) and so its whole tree. The disposer lifts the budget."""
         check_budget(budget)
-        if self.meters.get(agent.id) is not None:
+        above = self.meters.get(agent.id)
+        if above is not None and above.parent is not self.meters.context:
             raise ValueError(f"agent {agent.id} already has a budget")
         if budget.usd is not None and getattr(agent.model.adapter, "reports_cost", None) is False:
             raise InvalidRequest(
@@ -366,12 +371,14 @@ class SubagentRuntime:
                 f" ({type(agent.model.adapter).__name__}) reports no cost; remove the usd cap"
                 " or use a priced model"
             )
-        meter = self.meters.open(agent, budget, agent.cancel)
+        meter = self.meters.open(agent, budget, agent.cancel, above)
         unobserve = agent.observe(meter.observe, deltas=False)
 
         def lift() -> None:
             unobserve()
             self.meters.close(agent.id, meter)
+            if above is not None and not above.tripped:  # (back under the context's budget)
+                self.meters.by_agent.setdefault(agent.id, above)
 
         return lift
 

@@ -167,3 +167,9 @@ async def test_a_failed_start_gives_its_children_count_back(ctx: Context, parent
         assert meter.tripped is None
     finally:
         lift()
+
+
+def test_whole_caps_from_a2a_metadata_arrive_as_floats() -> None:
+    found = Lineage.from_meta({"dsh": {"depth": 1.0, "budget": {"tokens": 900.0, "usd": 0.5}}})
+    assert found is not None
+    assert found.budget == Budget(tokens=900, usd=0.5)

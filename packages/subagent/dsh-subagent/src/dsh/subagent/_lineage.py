@@ -178,9 +178,19 @@ def plain_value(value: Any) -> Any:
     return [plain_value(item) for item in value]  # ListValue
 
 
+_WHOLE_CAPS = frozenset(("tokens", "children", "turns"))
+
+
 def _budget(caps: Mapping[str, Any]) -> Budget:
+    # (A2A metadata is a protobuf Struct: its numbers arrive as floats)
+    values = {
+        str(key): int(value)
+        if key in _WHOLE_CAPS and isinstance(value, float) and value.is_integer()
+        else value
+        for key, value in caps.items()
+    }
     try:
-        return Budget.from_json({str(key): value for key, value in caps.items()})
+        return Budget.from_json(values)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"_meta.dsh.budget: {exc}") from None
 

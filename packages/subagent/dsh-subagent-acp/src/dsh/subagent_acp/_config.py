@@ -68,6 +68,13 @@ class AcpProviderConfig(SubprocessConfig):
     then has the ``depth_limit`` capability, so a numeric ``max_depth`` can be asked
     for, and the start fails unless the agent confirms it in ``initialize``. The
     depth and the inherited limit are sent to every agent either way."""
+    budget: bool = False
+    """The agent enforces the budget dsh sends it in ``_meta.dsh.budget`` on its own
+    tree and reports the stop back (``dsh acp`` does): the provider then has the
+    ``budget`` capability, and a start with a budget fails
+    (``UNSUPPORTED_CAPABILITY``) unless the agent confirms it in ``initialize``
+    (``agentCapabilities._meta.dsh.budget``). The run's time cap, and the tokens and
+    cost the agent reports in its usage updates, are also enforced from this side."""
     stdout_garbage: Literal["error", "skip"] = "error"
     """What a line on the agent's stdout that is not JSON does: fail the run
     (``error``), or get skipped (``skip``, for agents that print banners)."""

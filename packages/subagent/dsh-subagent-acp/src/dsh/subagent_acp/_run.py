@@ -18,6 +18,7 @@ from dsh.subagent import (
     SubagentResult,
     SubagentStartRequest,
     SubagentUsage,
+    UnsupportedCapability,
 )
 from dsh.subagent_acp._agent import AcpAgentProcess, describe_failure
 from dsh.subagent_acp._config import AcpProviderConfig
@@ -96,11 +97,13 @@ class AcpRun(SubprocessRun):
             self._use(AcpAgentProcess(child, self.config))
             assert self.agent is not None
             await self.agent.initialize({"dsh": self.lineage.meta()}, self.stages)
+            self._check_budget()
             await self._new_session()
             return
         for attempt in (1, 2):
             self.stages.enter("start")
             self._use(await self.pool.acquire())
+            self._check_budget()
             try:
                 await self._new_session()
                 return
@@ -109,6 +112,17 @@ class AcpRun(SubprocessRun):
                     raise
             # the warm process died before it could serve (a race with its exit): another
             await self._give_back(reuse=False, reason="exited")
+
+    def _check_budget(self) -> None:
+        """A budget needs an agent that confirmed it enforces one."""
+        assert self.agent is not None
+        if self.request.budget is not None and not self.agent.enforces_budget:
+            raise UnsupportedCapability(
+                f'subagent provider "{self.provider}": the agent does not confirm that it'
+                " enforces dsh's budget (agentCapabilities._meta.dsh.budget in initialize),"
+                " so a run with a budget cannot be started on it; use an agent that does"
+                " (dsh acp), or delegate without a budget"
+            )
 
     def _use(self, agent: AcpAgentProcess) -> None:
         self.agent, self.child, self.conn = agent, agent.child, agent.conn
@@ -137,6 +151,8 @@ class AcpRun(SubprocessRun):
         """``session/prompt`` with the prompt's text blocks; map the stop reason."""
         assert self.conn is not None
         self.stages.enter("session/prompt")
+        if self.budget is not None:
+            self.fold.on_usage = self.report_usage
         blocks = [
             {"type": "text", "text": str(block.get("text", ""))}
             for block in self.request.prompt_blocks
@@ -163,6 +179,11 @@ class AcpRun(SubprocessRun):
         self._clean = acp_reason in _CLEAN_STOPS
         stop = STOP_REASONS.get(acp_reason, "error")
         diagnostic: str | None = None
+        budget = _budget_stop(response)
+        if budget is not None:  # a dsh child stopped at its budget (``cancelled`` on the wire)
+            return SubagentResult(
+                self.fold.output(), "budget", diagnostic=budget, usage=self._reported_usage
+            )
         if stop == "aborted":
             if not self.cancelled:  # (cancelled by dsh: the kit's reason says why)
                 diagnostic = "the agent reported its turn cancelled although dsh did not cancel it"
@@ -315,6 +336,17 @@ class AcpRun(SubprocessRun):
         parts = [f"{count} answered {kind}" for kind, count in self.decisions.items()]
         policy = self.config.permission
         return f"{text}\npermission requests ({policy} policy): " + ", ".join(parts)
+
+
+def _budget_stop(response: dict[str, Any]) -> str | None:
+    """The diagnostic of a turn a dsh child stopped at its budget
+    (``_meta.dsh.stopReason = "budget"``), else None."""
+    meta = response.get("_meta")
+    dsh = meta.get("dsh") if isinstance(meta, dict) else None
+    if not isinstance(dsh, dict) or dsh.get("stopReason") != "budget":
+        return None
+    diagnostic = dsh.get("diagnostic")
+    return str(diagnostic) if diagnostic else "the agent stopped at its budget"
 
 
 def _usage_of(usage: Any) -> SubagentUsage:

@@ -5,6 +5,11 @@
   a cancel, an ``aborted`` result that ``turn()`` returns within ``cancel_grace`` is
   the run's (blanks filled from the stop's reason, ``partial_output()``, ``usage()``);
   any other outcome settles ``aborted`` with ``partial_output()`` and ``usage()``.
+  A run whose request has a budget is metered from this side: the transport calls
+  ``report_usage()`` with the child's running usage, a reached cap stops the run
+  (stop reason ``budget``), and ``budget_caps`` names the caps it can enforce (the
+  others are refused at start, ``UNSUPPORTED_CAPABILITY``). :class:`RemoteBudget`
+  is that meter, for a provider that is not a ``RemoteRun``.
 * :class:`RemoteTimeouts` — ``start_timeout`` / ``turn_timeout`` / ``cancel_grace``,
   the same names for every provider (subclass it for your config).
 * :class:`Stages` — name the stage a failure happened in.
@@ -45,6 +50,7 @@ from dsh.subagent._lineage import DEFAULT_MAX_DEPTH, LINEAGE_EXTENSION_URI, Line
 from dsh.subagent._meter import BudgetMeters
 from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
 from dsh.subagent._remote import RemoteRun
+from dsh.subagent._remote_budget import RemoteBudget
 from dsh.subagent._remote_config import DEFAULT_TURN_TIMEOUT, RemoteTimeouts, Stages
 from dsh.subagent._tape_route import TAPE_PROXY_VARIABLE, taped_url
 from dsh.subagent._validation import check_output_schema, effective_max_depth
@@ -60,6 +66,7 @@ __all__ = [
     "DelegationRelay",
     "Lineage",
     "RelayWatch",
+    "RemoteBudget",
     "RemoteRun",
     "RemoteTimeouts",
     "Stages",

@@ -49,6 +49,7 @@ from dsh.core._sandbox import SandboxConfig, SandboxPolicy
 from dsh.core._scripted import scripted_factory
 from dsh.core._session import Session, SessionStore
 from dsh.core._signals import AbortSignal
+from dsh.core._tool_tape import ToolTape
 from dsh.core._tools import AgentTools, Tool, ToolRegistry
 from dsh.core._tracing import NO_CALL, NO_CONTEXT, TracedCall
 
@@ -282,6 +283,9 @@ class Context(Container):
         self.tracing: Tracing = NO_TRACING
         """The tracing seam: traces nothing until a tracing plugin installs one
         (:func:`~dsh.core.tracing.install_tracing`)."""
+        self.tool_tape: ToolTape | None = ToolTape.from_env()
+        """Where the agents' tool calls are recorded and replayed: the tape proxy
+        ``DSH_TAPE_PROXY`` names (None when it names none)."""
         self._default_model: BoundModel | None = None
         self.closing = False
         """True once :meth:`aclose` has started: runtime notices are no longer delivered."""

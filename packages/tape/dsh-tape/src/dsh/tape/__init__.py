@@ -61,6 +61,7 @@ answered).
 
 from dsh.tape._format import (
     FORMAT_VERSION,
+    READ_VERSIONS,
     TAPE_FILE,
     VOLATILE_FIELDS,
     Divergence,
@@ -72,6 +73,7 @@ from dsh.tape._proxy import TapeProxy
 
 __all__ = [
     "FORMAT_VERSION",
+    "READ_VERSIONS",
     "TAPE_FILE",
     "VOLATILE_FIELDS",
     "Divergence",

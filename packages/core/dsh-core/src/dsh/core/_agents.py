@@ -163,6 +163,8 @@ class LiveAgents(Generic[A]):
             max_steps=max_steps or ctx.defaults.max_steps,
             sandbox=policy,
         )
+        if parent is not None:
+            agent.tool_tape = parent.tool_tape
         self._live[agent.id] = agent
         return agent
 
@@ -204,6 +206,8 @@ class LiveAgents(Generic[A]):
             max_steps=max_steps or self._ctx.defaults.max_steps,
             sandbox=_resumed_sandbox(self._ctx.sandbox, parent, session),
         )
+        if parent is not None:
+            agent.tool_tape = parent.tool_tape
         self._live[agent.id] = agent
         return agent
 

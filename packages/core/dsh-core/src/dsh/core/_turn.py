@@ -129,10 +129,6 @@ class TurnHost(Protocol):
     def permissions(self) -> _Offer:
         """Which of the agent's tools the model is shown."""
 
-    @property
-    def tool_tape(self) -> ToolTape | None:
-        """The tape the agent's tool calls go on (None: no tape)."""
-
 
 class _StepLimit(Exception):
     pass
@@ -158,6 +154,7 @@ class TurnLoop:
         "model",
         "prompt",
         "session",
+        "tool_tape",
         "tools",
         "turns",
     )
@@ -170,6 +167,9 @@ class TurnLoop:
     model: BoundModel
     prompt: PromptSections
     tools: AgentTools
+    tool_tape: ToolTape | None
+    """Where this agent's tool calls are recorded and replayed (None: nowhere): its
+    context's ``tool_tape``, or its parent's (a child inherits the tape it runs under)."""
     max_steps: int
     turns: int
     _host: TurnHost
@@ -444,7 +444,7 @@ class TurnLoop:
             return ToolResult(
                 f'unknown tool "{call.name}" (available tools: {available})', is_error=True
             )
-        tape = self._host.tool_tape
+        tape = self.tool_tape
         if tape is not None:
             return await self._taped_tool(tape, tool, call, signal)
         return await self._invoke(tool, call, signal)

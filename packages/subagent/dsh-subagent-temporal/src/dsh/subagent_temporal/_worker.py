@@ -83,6 +83,9 @@ class WorkerOptions:
     cwd: str | None = None
     """The children's working directory (default: the current one)."""
     sessions_dir: str | None = None
+    tapes: str | None = None
+    """Where each delegation's tape is kept, shared by the queue's workers: attempt 2
+    of a child resumes from attempt 1's tape (:mod:`._tape`)."""
     prune_after: float = 7 * 24 * 3600.0
     """Bodies older than this are removed from a directory result store at start."""
 
@@ -122,6 +125,7 @@ async def run_worker(
             heartbeat_every=options.heartbeat_every,
             stats=stats,
             stopping=hurry,
+            tapes=options.tapes,
         )
         worker = Worker(
             client,

@@ -41,8 +41,8 @@ KEY = "sk-tape-test-key-0123456789abcdef"
 TASK = "LEADTASK: read a.txt, then ask a helper about b.txt"
 
 
-def preset_text(path: Path) -> str:
-    acp = [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(path)]
+def preset_text(path: Path, *acp_args: str) -> str:
+    acp = [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(path), *acp_args]
     return f"""
 [agent]
 persona = "You are the tape test agent."
@@ -457,3 +457,20 @@ def test_tool_calls_are_on_the_tape_replayed_with_replay_tools_and_resumed(
     assert taped.stdout == recorded.stdout
     assert "answered 2 tool calls" in taped.stderr  # the lead's: its child never ran
     assert_no_new_processes(before, within=5.0)
+
+
+def test_dsh_acp_record_writes_its_own_tape(tmp_path: Path, tree: tuple[Path, Path]) -> None:
+    """``dsh acp --record DIR`` (``Context.open(record=...)``): the grandchild's two
+    model calls and its tool call are on a tape of its own, the run not recording."""
+    work, preset = tree
+    own = work / "acp-tape"  # the child process may write only below its working folder
+    preset.write_text(preset_text(preset, "--record", str(own)))
+    with OpenAIChatServer(default=answer, api_key=KEY) as server:
+        env = clean_env(OPENAI_BASE_URL=server.api_base, OPENAI_API_KEY=KEY)
+        done = dsh_run(work, preset, env)
+    assert done.returncode == 0, done.stderr
+    assert "leaf saw: charlie" in done.stdout
+    tape = read_tape(own)
+    assert [e["call"] for e in tape.exchanges] == [0, 1]
+    assert [(t["name"], t["arguments"]) for t in tape.tools] == [("read_file", {"path": "c.txt"})]
+    assert KEY not in (own / "tape.jsonl").read_text()

@@ -31,6 +31,12 @@ class AcpCommand:
         parser.add_argument(
             "--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)"
         )
+        parser.add_argument(
+            "--record",
+            metavar="DIR",
+            help="record the served agents' model calls and tool calls (and those of the dsh"
+            " processes they start) into DIR/tape.jsonl, through a local proxy",
+        )
         add_trust_argument(parser)
         add_otel_argument(parser)
         parser.add_argument(

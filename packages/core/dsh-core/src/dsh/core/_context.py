@@ -49,7 +49,7 @@ from dsh.core._sandbox import SandboxConfig, SandboxPolicy
 from dsh.core._scripted import scripted_factory
 from dsh.core._session import Session, SessionStore
 from dsh.core._signals import AbortSignal
-from dsh.core._tool_tape import ToolTape
+from dsh.core._tool_tape import ToolTape, start_recorder
 from dsh.core._tools import AgentTools, Tool, ToolRegistry
 from dsh.core._tracing import NO_CALL, NO_CONTEXT, TracedCall
 
@@ -299,8 +299,13 @@ class Context(Container):
         cwd: str | os.PathLike[str] | None = None,
         sessions_dir: str | os.PathLike[str] | None = None,
         sandbox: SandboxConfig | None = None,
+        record: str | os.PathLike[str] | None = None,
     ) -> AsyncIterator[Context]:
         """Open a context, load the preset's enabled rows, and tear it all down on exit.
+
+        ``record`` (a directory) records the context's model calls and every agent's
+        tool calls — and those of the dsh processes it starts — into a tape there, as
+        ``dsh run --record`` does (needs dsh-tape; see :data:`dsh.core.tapes.RECORDER_GROUP`).
 
         The root sandbox policy is the preset's ``[sandbox]`` table (``sandbox``
         replaces it), narrowed by the policy a parent dsh process passed down
@@ -321,13 +326,20 @@ class Context(Container):
             sandbox=root_sandbox(preset, sandbox),
         )
         ctx._own_tasks()
+        stop_recording: Callable[[], None] | None = None
         try:
             if preset is not None:  # DSH_OTEL=1 adds dsh-otel (with_tracing_row)
                 rows = with_tracing_row(preset.enabled_rows(), len(preset.plugin))
                 await ctx.plugins.load_rows(rows)
+            if record is not None:
+                stop_recording = start_recorder(ctx, record)
             yield ctx
         finally:
-            await ctx._finish()
+            try:
+                await ctx._finish()
+            finally:
+                if stop_recording is not None:
+                    stop_recording()
 
     def _own_tasks(self) -> None:
         self._start_tasks()
@@ -346,6 +358,11 @@ class Context(Container):
         await self.jobs.aclose()
         await self.agents.aclose_all()
         await self.plugins.unload_all()
+
+    def route_default_model(self, model: BoundModel) -> None:
+        """Make ``model`` the model of agents created without one from now on (a tape
+        recorder routes the default model through its proxy)."""
+        self._default_model = model
 
     def default_model(self) -> BoundModel:
         """The model of agents created without one: ``[agent.model]``, else the one the

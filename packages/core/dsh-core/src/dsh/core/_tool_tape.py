@@ -28,7 +28,7 @@ import hashlib
 import http.client
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,7 +38,14 @@ from dsh.core._content import text_of
 from dsh.core._session import Event
 from dsh.core._tools import ToolResult
 
-__all__ = ["TAPE_PROXY_VARIABLE", "TOOL_ROUTE", "ToolTape", "tool_key"]
+__all__ = [
+    "RECORDER_GROUP",
+    "TAPE_PROXY_VARIABLE",
+    "TOOL_ROUTE",
+    "ToolTape",
+    "start_recorder",
+    "tool_key",
+]
 
 TAPE_PROXY_VARIABLE = "DSH_TAPE_PROXY"
 """The environment variable naming a run's tape proxy (``http://127.0.0.1:PORT/<token>``)."""
@@ -151,3 +158,24 @@ class ToolTape:
             connection.close()
         answer = json.loads(raw) if raw else {}
         return response.status, answer if isinstance(answer, dict) else {}
+
+
+RECORDER_GROUP = "dsh.tape_recorders"
+"""The entry-point group of the tape recorder ``Context.open(record=...)`` starts
+(dsh-tape registers one, named ``tape``): ``start(ctx, directory)`` returns the
+function that stops it."""
+
+
+def start_recorder(ctx: Any, directory: str | os.PathLike[str]) -> Callable[[], None]:
+    """Start the installed tape recorder on ``ctx`` (see :data:`RECORDER_GROUP`);
+    :class:`~dsh.core.ConfigError` when no package provides one."""
+    from importlib.metadata import entry_points
+
+    from dsh.core._errors import ConfigError
+
+    found = [point for point in entry_points(group=RECORDER_GROUP) if point.name == "tape"]
+    if not found:
+        raise ConfigError("record= needs a tape recorder: install dsh-tape")
+    start = found[0].load()
+    stop: Callable[[], None] = start(ctx, directory)
+    return stop

@@ -86,6 +86,8 @@ class WorkerOptions:
     tapes: str | None = None
     """Where each delegation's tape is kept, shared by the queue's workers: attempt 2
     of a child resumes from attempt 1's tape (:mod:`._tape`)."""
+    record: str | None = None
+    """Record the children into one tape there (``Context.open(record=...)``)."""
     prune_after: float = 7 * 24 * 3600.0
     """Bodies older than this are removed from a directory result store at start."""
 
@@ -112,7 +114,7 @@ async def run_worker(
     capacity = options.max_concurrent or host_capacity()
     stats = WorkerStats()
     async with Context.open(
-        options.preset, cwd=options.cwd, sessions_dir=options.sessions_dir
+        options.preset, cwd=options.cwd, sessions_dir=options.sessions_dir, record=options.record
     ) as ctx:
         await asyncio.to_thread(_start_watchdog)
         if isinstance(store, DirectoryResultStore):

@@ -23,9 +23,10 @@ it carries when recording (ignored when replaying): with ``DSH_TAPE_PROXY`` set 
 ``proxy_url`` (:meth:`TapeProxy.env`), :func:`dsh.subagent.kit.taped_url` builds it in
 any process of a tree — the codex and claude-code providers use it.
 
-**The tape format, version 2** (version 1 is still read: model exchanges only). ``<directory>/tape.jsonl``, UTF-8 JSON Lines, opened
-for appending; each line is written with one ``write`` and never rewritten. The first
-line of each recording is a header::
+**The tape format, version 2** (version 1, model exchanges only, is still read).
+``<directory>/tape.jsonl``, UTF-8 JSON Lines, opened for appending; each line is
+written with one ``write`` and never rewritten. The first line of each recording is a
+header::
 
     {"tape": 2, "created": "2026-12-04T09:00:00+00:00", ...meta (e.g. "model")}
 

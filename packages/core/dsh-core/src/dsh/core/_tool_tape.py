@@ -16,6 +16,9 @@ call:
   the message as an error result);
 * ``{"phase": "result", ..., "result": {...}}`` after a recorded run.
 
+A recording proxy says so (``"mode": "record"``): the client then stops asking before
+each call and only sends results (one round trip per call).
+
 A call names its agent as the proxy keys model calls: ``conversation`` (a short hash
 of the agent's system prompt and first user message) and ``call`` (how many
 assistant messages came before the one that asked for the tool), then the tool's
@@ -72,7 +75,7 @@ def tool_key(prompt: str, events: Sequence[Event]) -> tuple[str, int]:
 class ToolTape:
     """A tape proxy's tool route, as the agent loop uses it (see the module)."""
 
-    __slots__ = ("_host", "_path", "_port")
+    __slots__ = ("_host", "_path", "_port", "_record_only")
 
     def __init__(self, proxy_url: str) -> None:
         parts = urlsplit(proxy_url.rstrip("/"))
@@ -81,6 +84,8 @@ class ToolTape:
         self._host = parts.hostname
         self._port = parts.port
         self._path = parts.path + TOOL_ROUTE
+        self._record_only = False
+        """The proxy said it only records: no need to ask before each call."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ToolTape | None:
@@ -99,6 +104,8 @@ class ToolTape:
     ) -> tuple[str, ToolResult | None]:
         """Ask the tape about a call: ``("run", None)``, ``("record", None)``,
         ``("result", recorded)`` or ``("diverged", error result)``."""
+        if self._record_only:
+            return "record", None
         body = {
             "phase": "call",
             "conversation": conversation,
@@ -114,6 +121,7 @@ class ToolTape:
             message = str((answer.get("error") or {}).get("message") or f"HTTP {status}")
             return "diverged", ToolResult(f"tape proxy: {message}", is_error=True)
         action = str(answer.get("action") or "run")
+        self._record_only = answer.get("mode") == "record"
         if action == "result":
             recorded = answer.get("result") or {}
             result = ToolResult(

@@ -423,7 +423,7 @@ class TapeProxy(BackgroundServer):
                 self.tools_recorded += 1
             answer = {"ok": True}
         elif self.mode == "record":
-            answer = {"action": "record"}
+            answer = {"action": "record", "mode": "record"}
         elif self.mode == "replay" and self.header.get("tape") == 1:
             answer = {"action": "run"}  # a version 1 tape holds no tool calls
         else:

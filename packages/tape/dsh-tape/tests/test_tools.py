@@ -26,6 +26,7 @@ async def _record(directory: Path) -> None:
         assert (action, answer) == ("record", None)
         await tape.after("conv1", 0, "read_file", ARGS, ToolResult("alpha\n", data={"n": 1}))
         await tape.after("conv1", 1, "shell", {"cmd": "ls"}, ToolResult("boom", is_error=True))
+        assert tape.drain()  # recording only: results go out from a sender thread
     assert proxy.tools_recorded == 2
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import anyio.to_thread
 
 from dsh.core._agent import AgentCore
 from dsh.core._agents import LiveAgents
@@ -337,6 +338,8 @@ class Context(Container):
         finally:
             try:
                 await ctx._finish()
+                if ctx.tool_tape is not None:  # its last results reach the tape
+                    await anyio.to_thread.run_sync(ctx.tool_tape.drain)
             finally:
                 if stop_recording is not None:
                     stop_recording()

@@ -31,6 +31,9 @@ import hashlib
 import http.client
 import json
 import os
+import queue
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -75,7 +78,7 @@ def tool_key(prompt: str, events: Sequence[Event]) -> tuple[str, int]:
 class ToolTape:
     """A tape proxy's tool route, as the agent loop uses it (see the module)."""
 
-    __slots__ = ("_host", "_path", "_port", "_record_only")
+    __slots__ = ("_host", "_path", "_pending", "_port", "_record_only", "_sender")
 
     def __init__(self, proxy_url: str) -> None:
         parts = urlsplit(proxy_url.rstrip("/"))
@@ -86,6 +89,8 @@ class ToolTape:
         self._path = parts.path + TOOL_ROUTE
         self._record_only = False
         """The proxy said it only records: no need to ask before each call."""
+        self._pending: queue.Queue[bytes] = queue.Queue()
+        self._sender: threading.Thread | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ToolTape | None:
@@ -147,7 +152,47 @@ class ToolTape:
             "arguments": arguments,
             "result": recorded,
         }
-        await self._post(body)
+        if not self._record_only:
+            await self._post(body)
+            return
+        # recording only: a sender thread posts it, in order, while the agent goes on
+        # (a result lost with a killed process is a step run again: at least once)
+        self._pending.put(json.dumps(body, default=str).encode())
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send, name="dsh tool tape", daemon=True)
+            self._sender.start()
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait (blocking) until every result handed to :meth:`after` is posted; False
+        when ``timeout`` ran out first. A context drains its tape when it closes."""
+        if self._sender is None:
+            return True
+        deadline = time.monotonic() + timeout
+        while self._pending.unfinished_tasks:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def _send(self) -> None:
+        connection: http.client.HTTPConnection | None = None
+        while True:
+            data = self._pending.get()
+            try:
+                for _attempt in range(2):  # once more on a fresh connection
+                    if connection is None:
+                        connection = http.client.HTTPConnection(self._host, self._port, timeout=60)
+                    try:
+                        connection.request(
+                            "POST", self._path, data, {"Content-Type": "application/json"}
+                        )
+                        connection.getresponse().read()
+                        break
+                    except (OSError, http.client.HTTPException):
+                        connection.close()
+                        connection = None
+            finally:
+                self._pending.task_done()
 
     async def _post(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         data = json.dumps(body, default=str).encode()

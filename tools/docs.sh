@@ -34,7 +34,7 @@ case "$action" in
   build)
     started=$SECONDS
     "$python" tools/docs/config_tables.py --check
-    "$python" tools/docs/gen_reference.py
+    "$python" tools/docs/gen_reference.py --check
     "$python" tools/docs/charts.py --render-only
     # Not --quiet: it filters warnings out before --strict counts them.
     "$python" -m mkdocs build --strict

@@ -6,7 +6,8 @@
 # Installs what it needs: uv (from PyPI, if missing), bubblewrap (the sandbox; Debian package,
 # when run as root or with sudo), the Python packages (uv.lock), and the pinned Codex CLI and
 # claude-agent-acp (npm) that the codex and acp providers' tests drive for real, and the
-# TypeScript ACP SDK (npm) that drives `dsh acp` in dsh-acp's tests.
+# TypeScript ACP SDK (npm) that drives `dsh acp` in dsh-acp's tests, and the TypeScript MCP SDK
+# (npm) that drives `dsh mcp` in dsh-mcp's tests.
 #
 # Usage: tools/test.sh [PACKAGE-NAME ...]     (default: every package, then integration)
 set -euo pipefail
@@ -18,6 +19,7 @@ uv sync --frozen --quiet
 tools/install-codex.sh >/dev/null
 tools/install-claude-agent-acp.sh >/dev/null
 tools/install-acp-sdk.sh >/dev/null
+tools/install-mcp-sdk.sh >/dev/null
 
 envs="${DSH_PACKAGE_ENVS:-$PWD/.venvs}"
 selected=("$@")

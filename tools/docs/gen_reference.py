@@ -178,12 +178,33 @@ def main(argv: list[str] | None = None) -> int:
         default=REPOSITORY,
         help="the repository's address, for source links (default: none, names the folder)",
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 naming the pages that differ from what the code gives",
+    )
     args = parser.parse_args(argv)
     out: Path = args.out or args.root / "docs" / "reference"
     out.mkdir(parents=True, exist_ok=True)
     dists = distributions(args.root)
     wanted = {f"{dist.name}.md": page(dist, args.repository) for dist in dists}
     wanted["index.md"] = index(dists)
+    if args.check:
+        differ = sorted(
+            name
+            for name, text in wanted.items()
+            if not (out / name).exists() or (out / name).read_text(encoding="utf-8") != text
+        )
+        differ += sorted(p.name for p in out.glob("*.md") if p.name not in wanted)
+        if differ:
+            print(
+                f"gen_reference: {', '.join(differ)} in {out} differ from the code;"
+                " run tools/docs/gen_reference.py and commit the result",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"gen_reference: {len(wanted)} pages match the code", file=sys.stderr)
+        return 0
     for stale in out.glob("*.md"):
         if stale.name not in wanted:
             stale.unlink()

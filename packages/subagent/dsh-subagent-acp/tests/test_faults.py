@@ -132,14 +132,14 @@ async def test_hang_with_turn_timeout_is_an_error(rig: Any) -> None:
 
 async def test_cancel_reaches_an_agent_that_honours_it(rig: Any) -> None:
     signal = AbortSignal()
-    run = await rig.start(rig.mock("hang", **GRACES), signal=signal)
+    run = await rig.start(rig.mock("hang", **{**GRACES, "cancel_grace": 10.0}), signal=signal)
     async with run:
         await _at_work(run)
         started = time.monotonic()
         signal.abort("parent changed its mind")
-        with anyio.fail_after(5):
+        with anyio.fail_after(15):
             result = await run.result
-        assert time.monotonic() - started < 1.0  # confirmed, not waited out
+        assert time.monotonic() - started < 5.0  # confirmed, not the 10 s grace waited out
     assert result.stop_reason == "aborted"
     assert result.diagnostic == "parent changed its mind"
     assert result.output == "working on it"
@@ -177,7 +177,7 @@ async def test_agent_that_ignores_cancel_and_eof_is_killed_within_the_graces(
     disposed = time.monotonic() - started
     # stdin EOF ignored (0.5 s), SIGTERM ignored (0.5 s), then SIGKILL
     assert 0.9 <= disposed < 1.0 + 1.5
-    assert_no_new_processes(before, within=0.0)
+    assert_no_new_processes(before, within=5.0)
 
 
 async def test_slow_eof_agent_is_killed_within_the_graces(unsandboxed_rig: Any) -> None:
@@ -189,7 +189,7 @@ async def test_slow_eof_agent_is_killed_within_the_graces(unsandboxed_rig: Any) 
     await run.dispose()
     elapsed = time.monotonic() - started
     assert 0.9 <= elapsed < 1.0 + 1.5
-    assert_no_new_processes(before, within=0.0)
+    assert_no_new_processes(before, within=5.0)
 
 
 async def test_tool_process_in_its_own_session_is_killed_too(rig: Any) -> None:
@@ -197,16 +197,16 @@ async def test_tool_process_in_its_own_session_is_killed_too(rig: Any) -> None:
     result = await rig.run(rig.mock("normal", "--escapee", name="acp-escapee", **GRACES))
     assert result.stop_reason == "completed"
     # the escapee left the agent's process group; the run's process tag still finds it
-    assert_no_new_processes(before, within=0.0)
+    assert_no_new_processes(before, within=5.0)
 
 
 async def test_polite_agent_exits_on_eof_without_waiting_the_graces(rig: Any) -> None:
-    config = rig.mock("normal", name="acp-polite", eof_grace=5.0, term_grace=5.0)
+    config = rig.mock("normal", name="acp-polite", eof_grace=10.0, term_grace=10.0)
     run = await rig.start(config)
     await run.result
     started = time.monotonic()
     await run.dispose()
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 5.0  # not the 10 s EOF grace
 
 
 # -- start-up failures: raise START_FAILED / ABORTED, leave nothing ------------------------
@@ -227,7 +227,7 @@ async def test_agent_that_exits_at_start_fails_to_start(rig: Any) -> None:
     assert info.value.code == "START_FAILED"
     assert "the agent exited (exit status 7) before answering initialize" in info.value.message
     assert "refusing to start (exit-on-start mode)" in info.value.message
-    assert_no_new_processes(before, within=0.0)
+    assert_no_new_processes(before, within=5.0)
 
 
 async def test_bad_handshake_fails_to_start(rig: Any) -> None:
@@ -236,7 +236,7 @@ async def test_bad_handshake_fails_to_start(rig: Any) -> None:
         await rig.start(rig.mock("bad-init"))
     assert info.value.code == "START_FAILED"
     assert "the agent speaks ACP protocol version 99" in info.value.message
-    assert_no_new_processes(before, within=0.0)
+    assert_no_new_processes(before, within=5.0)
 
 
 async def test_slow_start_times_out(rig: Any) -> None:
@@ -245,13 +245,13 @@ async def test_slow_start_times_out(rig: Any) -> None:
     started = time.monotonic()
     with pytest.raises(SubagentError) as info:
         await rig.start(config)
-    assert time.monotonic() - started < 1.0 + 2.5
+    assert time.monotonic() - started < 1.0 + 8.0  # the timeout, not the agent's 60 s
     assert info.value.code == "START_FAILED"
     assert (
         "acp-slow-start did not start within start_timeout = 1 s (stage: initialize)"
         in info.value.message
     )
-    assert_no_new_processes(before, within=0.0)
+    assert_no_new_processes(before, within=5.0)
 
 
 async def test_abort_during_start_raises_aborted_and_leaves_nothing(rig: Any) -> None:
@@ -263,10 +263,10 @@ async def test_abort_during_start_raises_aborted_and_leaves_nothing(rig: Any) ->
         started = time.monotonic()
         with pytest.raises(SubagentError) as info:
             await rig.start(config, signal=signal)
-        assert time.monotonic() - started < 0.5 + 2.0
+        assert time.monotonic() - started < 0.5 + 8.0  # the abort, not the agent's 60 s
     assert info.value.code == "ABORTED"
     assert "caller gave up" in info.value.message
-    assert_no_new_processes(before, within=0.0)
+    assert_no_new_processes(before, within=5.0)
 
 
 async def _abort_later(signal: AbortSignal, delay: float) -> None:
@@ -307,6 +307,6 @@ async def test_bad_cwd_is_refused_before_anything_starts(rig: Any, tmp_path: Pat
     rig.parent.session.header.meta.pop("cwd")
     with pytest.raises(SubagentError, match="no cwd configured and the parent session records"):
         await rig.start(rig.mock("normal"))
-    assert_no_new_processes(before, within=0.0)
+    assert_no_new_processes(before, within=5.0)
     with pytest.raises(ValueError, match="cwd must be an absolute path, got 'relative'"):
         AcpProviderConfig(command=sys.executable, cwd="relative")

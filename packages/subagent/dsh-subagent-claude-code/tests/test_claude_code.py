@@ -23,7 +23,6 @@ from pydantic import ValidationError
 
 from dsh.core import AbortSignal, Context, parse_preset
 from dsh.subagent import (
-    Budget,
     SubagentError,
     SubagentProgress,
     SubagentResult,
@@ -531,7 +530,6 @@ async def test_a_crashed_cli_is_reported_with_its_exit_and_stderr_tail(setup: Se
         ("depth_limit", {"max_depth": 2}),
         ("tool_filter", {"tool_filter": ToolFilter(allow=("read",))}),
         ("persona", {"persona": "You are terse."}),
-        ("budget", {"budget": Budget(tokens=20000)}),
     ],
 )
 async def test_optional_fields_are_refused_before_any_process_starts(

@@ -50,9 +50,16 @@ asyncio.run(main())
 """
 
 
-def environ_chain(pid: int) -> list[str] | None:
-    with open(f"/proc/{pid}/environ", "rb") as handle:
-        return chain_of(handle.read())
+def environ_chain(pid: int, within: float = 10.0) -> list[str] | None:
+    """The tag chain in ``pid``'s environment, waited for: a process just past
+    ``execve`` shows an empty environ for a moment (longer on a busy machine)."""
+    deadline = time.monotonic() + within
+    while True:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            chain = chain_of(handle.read())
+        if chain is not None or time.monotonic() > deadline:
+            return chain
+        time.sleep(0.01)
 
 
 async def gone(pids: list[int], within: float = 10.0) -> float:

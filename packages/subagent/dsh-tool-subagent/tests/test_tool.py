@@ -356,6 +356,31 @@ async def test_persona_without_the_capability_fails_the_load() -> None:
             pass
 
 
+async def test_output_schema_without_the_capability_fails_the_load() -> None:
+    schema = '{ type = "object", properties = { answer = { type = "string" } } }'
+    preset = parse_preset(
+        TWO_TOOLS.replace(
+            'max_depth = "provider-managed"',
+            f'max_depth = "provider-managed", output_schema = {schema}',
+        )
+    )
+    with pytest.raises(PluginError, match='output_schema needs the "output_schema" capability'):
+        async with Context.open(preset):
+            pass
+
+
+async def test_an_output_schema_that_is_not_object_rooted_is_named() -> None:
+    preset = parse_preset(
+        TWO_TOOLS.replace(
+            'max_depth = "provider-managed"',
+            'max_depth = "provider-managed", output_schema = { type = "array" }',
+        )
+    )
+    with pytest.raises(PluginError, match=r"invalid config: output_schema.*object-rooted"):
+        async with Context.open(preset):
+            pass
+
+
 async def test_bad_max_depth_value_is_named() -> None:
     preset = parse_preset(TWO_TOOLS.replace('max_depth = "provider-managed"', "max_depth = -2"))
     with pytest.raises(PluginError, match=r"invalid config: max_depth.*-2"):

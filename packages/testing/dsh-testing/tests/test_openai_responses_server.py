@@ -238,3 +238,17 @@ def test_strict_checks_and_api_key() -> None:
     assert check_responses_request({"model": "m", "input": "just text"}) is None
     assert check_responses_request({"model": "m", "input": []}) is not None
     assert check_responses_request([]) is not None
+
+
+def test_a_namespaced_call_and_a_raw_item_go_out_as_given() -> None:
+    search = {"type": "tool_search_call", "call_id": "s1", "execution": "client", "arguments": {}}
+    reply = ResponsesReply(
+        function_calls=[FunctionCall("delegate", {"prompt": "p"}, namespace="mcp__dsh")],
+        items=[search],
+    )
+    with OpenAIResponsesServer(reply) as srv:
+        sent = events(srv, body(user("go")))
+    done = [data["item"] for kind, data in sent if kind == "response.output_item.done"]
+    assert done[0]["namespace"] == "mcp__dsh"
+    assert done[0]["name"] == "delegate"
+    assert {k: v for k, v in done[1].items() if k != "id"} == search

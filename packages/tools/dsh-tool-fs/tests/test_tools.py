@@ -222,6 +222,23 @@ async def test_read_file_line_cap_and_byte_cap(tmp_path: Path) -> None:
         assert len(result.encode()) < 1200
 
 
+async def test_read_file_data_is_the_exact_text_and_says_whether_the_caps_cut_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ends.txt").write_text("one\ntwo\nthree\n")
+    (tmp_path / "empty.txt").write_text("")
+    async with context_with(tmp_path, {"max_read_lines": 2}) as ctx:
+        whole = await run_tool(ctx, "read_file", path="ends.txt", limit=2)
+        assert whole.data == {"text": "one\ntwo\n", "complete": True}  # no marker, ends kept
+        cut = await run_tool(ctx, "read_file", path="ends.txt")  # the cap, not the caller
+        assert cut.data == {"text": "one\ntwo\n", "complete": False}
+        rest = await run_tool(ctx, "read_file", path="ends.txt", offset=3)
+        assert rest.data == {"text": "three\n", "complete": True}
+        empty = await run_tool(ctx, "read_file", path="empty.txt")
+        assert empty.data == {"text": "", "complete": True}
+        assert ok(empty) == "(the file is empty)"
+
+
 async def test_read_file_one_line_longer_than_the_cap(tmp_path: Path) -> None:
     (tmp_path / "minified.js").write_text("é" * 3000 + "\nnext\n")
     async with context_with(tmp_path, {"max_read_bytes": 1001}) as ctx:

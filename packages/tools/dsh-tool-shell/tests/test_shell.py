@@ -15,8 +15,9 @@ import pytest
 
 from dsh.core import AbortSignal, Context, ToolContext, ToolResult, parse_preset
 from dsh.core.plugins import PluginError
+from dsh.subprocess import TERMINAL_EXTENSION
 from dsh.testing.conformance import assert_no_new_processes
-from dsh.testing.processes import live_children, process_tree, wait_until_gone
+from dsh.testing.processes import cmdline, live_children, process_tree, wait_until_gone
 from dsh.tool_shell._run import OutputCapture
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -76,6 +77,39 @@ async def test_registration(ctx: Context) -> None:
     long = tool.title_for(tool.parse({"command": "echo " + "y" * 300}))
     assert len(long) < 140
     assert set(tool.spec.parameters["properties"]) == {"command", "timeout"}
+
+
+async def test_the_terminal_extension_runs_a_command_in_the_background(
+    ctx: Context, tmp_path: Path
+) -> None:
+    """The seam the acp provider's shared workspace uses (through the registry): the
+    tool's shell, cwd and sandbox; the output's tail up to the limit; the tree killed."""
+    tool = ctx.tools.get("shell")
+    assert tool is not None
+    opener = tool.extensions[TERMINAL_EXTENSION]
+    tctx = ToolContext(ctx.agents.create(), "t-1", AbortSignal())
+    args = tool.parse({"command": "printf 0123456789; echo $EXTRA > extra; exit 4"})
+    terminal = await opener(args, tctx, env={"EXTRA": "given"}, output_byte_limit=4)
+    assert await terminal.wait() == 4
+    assert terminal.output() == ("6789", True)
+    assert (terminal.exit_code, terminal.signal) == (4, None)
+    assert (tmp_path / "extra").read_text() == "given\n"
+    await terminal.release()
+    before = live_children()
+    sleeper = await opener(tool.parse({"command": "sleep 31.25 & sleep 31.5"}), tctx)
+    with anyio.fail_after(10):  # both sleeps started (the one in the background too)
+        while True:
+            pids = process_tree(live_children() - before)
+            if sum("sleep 31." in cmdline(pid) for pid in pids) == 2:
+                break
+            await anyio.sleep(0.02)
+    assert not sleeper.exited
+    await sleeper.kill()
+    assert sleeper.exited
+    assert sleeper.exit_code is None or sleeper.exit_code > 128  # killed by a signal
+    await gone(pids)
+    assert sleeper.output() == ("", False)
+    await sleeper.release()
 
 
 async def test_output_and_exit_status(ctx: Context) -> None:

@@ -84,11 +84,14 @@ def build_agent_card(
         )
     extension = AgentExtension(
         uri=LINEAGE_EXTENSION_URI,
-        description="dsh lineage and progress: honours metadata.dsh.depth/maxDepth, reports"
-        " progress items in metadata.dsh.progress and usage in metadata.dsh.usage",
+        description="dsh lineage and progress: honours metadata.dsh.depth/maxDepth (and"
+        " metadata.dsh.budget), reports progress items in metadata.dsh.progress and usage"
+        " in metadata.dsh.usage",
         required=False,
     )
     extension.params.update({"depthLimit": True, "progress": True})
+    if ctx.has_service("subagents"):  # the subagent runtime enforces a budget
+        extension.params.update({"budget": True})
     card = AgentCard(
         name=name,
         description=description or describe_persona(ctx.defaults.persona),

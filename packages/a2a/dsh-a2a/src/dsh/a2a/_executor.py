@@ -199,7 +199,19 @@ class DshAgentExecutor(AgentExecutor):
         if lineage is not None:
             meta.update(lineage.session_meta())
         self._make_room()
-        conversation = _Conversation(self._ctx.agents.create(meta=meta))
+        agent = self._ctx.agents.create(meta=meta)
+        if lineage is not None and lineage.budget is not None:
+            try:  # the caller's remainder: this agent and its whole tree (until closed)
+                lift = self._ctx.subagents.budget_tree(agent, lineage.budget)
+            except Exception:
+                agent.close_now()
+                raise
+
+            async def lifted() -> None:
+                lift()
+
+            agent.on_close(lifted)
+        conversation = _Conversation(agent)
         self._conversations[key] = conversation
         return conversation
 
@@ -262,10 +274,19 @@ class DshAgentExecutor(AgentExecutor):
             return
         if run.closed:
             return
-        stop = outcome.stop_reason if outcome is not None else "error"
+        stop: str = outcome.stop_reason if outcome is not None else "error"
+        verdict = self._verdict(run.agent) if stop == "aborted" else None
+        if verdict is not None:  # stopped at its budget: failed, with the cap in the text
+            stop = "budget" if verdict[0] == "budget" else "error"
         state = _STATES.get(stop, TaskState.TASK_STATE_FAILED)
         text: str | None = None
-        if outcome is None:
+        if verdict is not None:
+            text = (
+                verdict[1]
+                if stop == "budget"
+                else f"the budget could not be enforced: {verdict[1]}"
+            )
+        elif outcome is None:
             text = "the dsh turn ended without a turn/end event"
         elif stop == "aborted":
             text = run.shutdown_cause or outcome.error or "the turn was cancelled"
@@ -283,6 +304,13 @@ class DshAgentExecutor(AgentExecutor):
         }
         run.closed = True
         await run.queue.enqueue_event(run.status(state, text, metadata))
+
+    def _verdict(self, agent: Agent) -> tuple[str, str] | None:
+        """Why ``agent``'s budget stopped it (None: it has none, or was not stopped)."""
+        if not self._ctx.has_service("subagents"):
+            return None
+        meter = self._ctx.subagents.budget_meter(agent)
+        return meter.verdict() if meter is not None else None
 
     def _forget(self, run: TaskRun) -> None:
         self._tasks.pop(run.task_id, None)

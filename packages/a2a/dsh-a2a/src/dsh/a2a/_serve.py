@@ -14,7 +14,7 @@ carry ``Authorization: Bearer <token>`` (``401`` otherwise, before any task exis
 The token is never printed or logged. Several ``--token-env`` give several named
 tokens, and each sees only the tasks it created.
 
-Hardening (in front of the routes, see :mod:`dsh.a2a._guard` and
+Hardening (in front of the routes, see :mod:`dsh.http_guard` and
 :mod:`dsh.a2a._timeouts`): a Host/Origin allow-list (``403``), a request body cap
 (``--max-body-bytes``, ``413``), a header timeout and an idle timeout; finished tasks
 in the memory store are evicted by age (``--task-ttl``) and count (``--max-tasks``).
@@ -30,22 +30,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-import os
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import uvicorn
 
-from dsh.a2a._guard import HostPolicy
 from dsh.core import DshError, Preset
 from dsh.core.lifecycle import on_stop_signals
+from dsh.http_guard import BindError, HostPolicy, QuietServer, listen, read_tokens
+from dsh.http_guard import host_policy as shared_host_policy
 
 __all__ = ["ServeOptions", "host_policy", "serve_command"]
 
@@ -87,78 +85,6 @@ class UsageError(DshError):
     """A configuration problem: reported in one line, exit status 2."""
 
 
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def read_tokens(options: ServeOptions) -> dict[str, str]:
-    """The bearer tokens by name (empty: no auth). Refuses a non-loopback bind without
-    one. Each variable is removed from this process's environment once read (and blanked
-    in its initial environment block, see :func:`scrub_initial_environment`)."""
-    if not options.token_envs:
-        if not is_loopback(options.host):
-            raise UsageError(
-                f"refusing to bind {options.host} without authentication: pass --token-env NAME"
-                " (the environment variable that holds the bearer token every request must"
-                " carry), or bind 127.0.0.1"
-            )
-        return {}
-    tokens: dict[str, str] = {}
-    for name in options.token_envs:
-        raw = os.environ.pop(name, None)
-        if raw is not None:
-            scrub_initial_environment(name, raw)
-        if name in tokens:
-            continue
-        if not raw or not raw.strip():
-            raise UsageError(f"--token-env {name}: the environment variable is not set or empty")
-        if raw.strip() in tokens.values():
-            raise UsageError(
-                f"--token-env {name}: holds the same token as another --token-env variable;"
-                " give each caller a token of its own"
-            )
-        tokens[name] = raw.strip()
-    return tokens
-
-
-def scrub_initial_environment(name: str, value: str) -> bool:
-    """Overwrite ``NAME=value`` in this process's initial environment block (what
-    ``/proc/<pid>/environ`` shows) with zero bytes; True when done. Linux only; the
-    variable must already be gone from ``os.environ`` (nothing points at the block's
-    copy then)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    entry = os.fsencode(name) + b"=" + os.fsencode(value)
-    try:
-        stat = Path("/proc/self/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()
-        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
-        if not 0 < start < end:
-            return False
-        with open("/proc/self/mem", "r+b", buffering=0) as memory:
-            memory.seek(start)
-            block = memory.read(end - start)
-            done = False
-            at = block.find(entry)
-            while at != -1:
-                if (at == 0 or block[at - 1] == 0) and (
-                    at + len(entry) == len(block) or block[at + len(entry)] == 0
-                ):
-                    memory.seek(start + at + len(name) + 1)
-                    memory.write(b"\0" * (len(entry) - len(name) - 1))
-                    done = True
-                at = block.find(entry, at + 1)
-            return done
-    except (OSError, ValueError, IndexError):
-        return False
-
-
 def serve_command(options: ServeOptions) -> int:
     """Run the server until a signal; the exit status (0, 2 on a configuration
     problem, 128 + the signal's number after SIGTERM / SIGINT / SIGHUP)."""
@@ -168,7 +94,10 @@ def serve_command(options: ServeOptions) -> int:
         format="dsh a2a: %(levelname)s %(name)s: %(message)s",
     )
     try:
-        tokens = read_tokens(options)
+        try:
+            tokens = read_tokens(options.token_envs, options.host)
+        except BindError as exc:
+            raise UsageError(str(exc)) from None
         from dsh.core import PresetError, find_preset, model_from_env
 
         try:
@@ -186,24 +115,6 @@ def serve_command(options: ServeOptions) -> int:
     except UsageError as exc:
         print(f"dsh a2a: {exc}", file=sys.stderr)
         return 2
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    # proto IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted
-    # sockets whose proto says TCP; with Nagle on, every response after the first on a
-    # kept-alive connection waits for the client's delayed ACK (about 40 ms)
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host.strip("[]"), port))
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError as exc:
-        sock.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc}") from None
-    sock.set_inheritable(False)
-    return sock
 
 
 def _public_url(options: ServeOptions, port: int) -> str:
@@ -227,24 +138,14 @@ def _version() -> str:
 
 
 def host_policy(options: ServeOptions) -> HostPolicy:
-    """Which ``Host`` / ``Origin`` values the server accepts (see docs/serving-a2a.md):
-    on loopback, the loopback names and ``--allow-host``; elsewhere, the host of the
-    public URL (``--public-url``, or the bound address unless it is a wildcard), the
-    loopback names and ``--allow-host``. A wildcard bind (``0.0.0.0``, ``::``) with
-    neither ``--public-url`` nor ``--allow-host`` checks nothing (the token guards it)."""
-    if is_loopback(options.host):
-        hosts = [*options.allow_hosts, options.host]
-        return HostPolicy.build(loopback=True, hosts=hosts, origins=options.allow_origins)
-    hosts = list(options.allow_hosts)
-    if options.public_url:
-        public = urlsplit(options.public_url).hostname
-        if public:
-            hosts.append(public)
-    elif options.host.strip("[]") not in ("0.0.0.0", "::"):
-        hosts.append(options.host)
-    if not hosts:
-        hosts = ["*"]
-    return HostPolicy.build(loopback=True, hosts=hosts, origins=options.allow_origins)
+    """Which ``Host`` / ``Origin`` values the server accepts (see docs/serving-a2a.md and
+    :func:`dsh.http_guard.host_policy`)."""
+    return shared_host_policy(
+        options.host,
+        public_url=options.public_url,
+        allow_hosts=options.allow_hosts,
+        allow_origins=options.allow_origins,
+    )
 
 
 async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) -> int:
@@ -255,16 +156,18 @@ async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) 
     )
     from starlette.applications import Starlette
 
-    from dsh.a2a._auth import BearerAuth
     from dsh.a2a._card import REST_PATH, build_agent_card
     from dsh.a2a._executor import DshAgentExecutor
-    from dsh.a2a._guard import BodyLimit, HostGuard
     from dsh.a2a._orphans import Followers, FollowingContextBuilder, FollowingRequestHandler
     from dsh.a2a._store import TaskStoreError, open_task_store
     from dsh.a2a._timeouts import protocol_class
     from dsh.core import Context
+    from dsh.http_guard import BearerAuth, BodyLimit, HostGuard
 
-    sock = _bind(options.host, options.port)
+    try:
+        sock = listen(options.host, options.port)
+    except BindError as exc:
+        raise UsageError(str(exc)) from None
     try:
         port = sock.getsockname()[1]
         url = _public_url(options, port)
@@ -331,10 +234,12 @@ async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) 
                         ),
                     ]
                 )
-                asgi: Any = BearerAuth(app, tokens) if tokens else app
-                asgi = BodyLimit(asgi, options.max_body_bytes, options.idle_timeout)
+                asgi: Any = BearerAuth(app, tokens, realm="dsh a2a") if tokens else app
+                asgi = BodyLimit(
+                    asgi, options.max_body_bytes, options.idle_timeout, server="dsh a2a"
+                )
                 policy = host_policy(options)
-                asgi = HostGuard(asgi, policy)
+                asgi = HostGuard(asgi, policy, server="dsh a2a")
                 config = uvicorn.Config(
                     asgi,
                     http=protocol_class(
@@ -348,7 +253,7 @@ async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) 
                     log_level=options.log_level,
                     timeout_graceful_shutdown=max(int(options.grace), 1),
                 )
-                server = _Server(config)
+                server = QuietServer(config)
 
                 def stop_serving() -> None:
                     executor.cancel_all("dsh a2a is shutting down")
@@ -387,12 +292,3 @@ async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) 
         return 128 + received[0] if received else 0
     finally:
         sock.close()
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server without its signal handling (``dsh a2a`` installs its own, and
-    must finish its teardown instead of re-raising the signal)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield

@@ -8,7 +8,7 @@ h11 protocol with a header timer: armed when the connection opens and at the fir
 byte of each later request, cancelled when the request's headers are complete; when
 it fires the connection is closed (after a ``408`` if part of a request had arrived).
 The timer is not reset by further bytes. A silence in the middle of a request body is
-:class:`dsh.a2a._guard.BodyLimit`'s (``408``).
+:class:`dsh.http_guard.BodyLimit`'s (``408``).
 
 A request answered before its body was read (``413``) leaves the client sending a body
 nobody wants; uvicorn reads and discards it (so the client gets to read the answer).

@@ -3,11 +3,14 @@
 * ``initialize`` always answers (also when the preset is unusable: the problem is
   then the error of ``session/new``, in words that say what to fix); it
   advertises ``loadSession`` only when sessions are persisted, and
-  ``_meta.dsh.depthLimit``: this agent honours the depth limit a dsh parent sends.
+  ``_meta.dsh.depthLimit``: this agent honours the depth limit a dsh parent sends;
+  ``_meta.dsh.budget`` (with the subagent runtime loaded): it enforces the budget a
+  dsh parent sends.
 * ``session/new`` creates an agent whose session records the client's cwd, at the
   delegation depth and under the limit the client sent in ``_meta.dsh`` (else the
   ones in this process's environment, else depth 0); a child already deeper than
-  its limit is refused.
+  its limit is refused. A budget in ``_meta.dsh.budget`` puts the agent and
+  everything it delegates under it (``ctx.subagents.budget_tree``).
 * ``session/load`` resumes a persisted session and replays it as updates.
 * ``session/prompt`` runs one turn: streamed text becomes ``agent_message_chunk``
   updates (one ``messageId`` per model response), tool calls ``tool_call`` /
@@ -15,7 +18,9 @@
   named ``dsh-run-<run id>`` whose ``_meta.dsh.progress`` carries the nested runs'
   progress items (so a dsh parent sees its grandchildren); usage is tree-wide. The
   stop reason maps ``completed``→``end_turn``, ``max-tokens``→``max_tokens``,
-  ``refusal``→``refusal``, ``aborted``→``cancelled``; a turn that ends ``error`` or
+  ``refusal``→``refusal``, ``aborted``→``cancelled``; a turn stopped at its budget
+  answers ``cancelled`` with ``_meta.dsh = {stopReason: "budget", diagnostic}``
+  (the cap, the limit, what was spent); a turn that ends ``error`` or
   ``blocked`` answers with a JSON-RPC error (-32603) whose message says why.
 * ``session/cancel`` and ``$/cancel_request`` of a prompt cancel the running turn.
 * ``session/close`` frees a session; sessions idle longer than ``session_idle``
@@ -34,8 +39,10 @@ from typing import Any
 from acp import RequestError
 from acp.schema import (
     AgentCapabilities,
+    ClientCapabilities,
     CloseSessionResponse,
     Implementation,
+    InitializeResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
@@ -46,6 +53,7 @@ from acp.schema import (
 )
 
 from dsh.acp._agent_base import AcpAgentBase, McpServer, PromptBlock
+from dsh.acp._client_workspace import client_tools
 from dsh.acp._requests import (
     NOT_CONFIGURED,
     TURN_FAILED,
@@ -57,7 +65,7 @@ from dsh.acp._requests import (
 )
 from dsh.acp._session import Session, run_closers
 from dsh.core import Agent as DshAgent
-from dsh.core import Context, PermissionDecision, PermissionRequest
+from dsh.core import Context, DshError, PermissionDecision, PermissionRequest
 from dsh.core.sessions import Event, SessionError
 from dsh.subagent.kit import DelegationRelay
 
@@ -81,8 +89,13 @@ class DshAcpAgent(AcpAgentBase):
         problem: str | None = None,
         max_sessions: int = 256,
         session_idle: float = 1800.0,
+        workspace: str = "own",
     ) -> None:
         self._ctx = ctx
+        self._workspace = workspace
+        """``client``: new sessions' file and shell tools go through the client's
+        ``fs`` and ``terminal`` where it offers them (:mod:`._client_workspace`)."""
+        self._client_caps: dict[str, Any] = {}
         self._version = version
         self._problem = problem
         self._sessions: dict[str, Session] = {}
@@ -104,8 +117,26 @@ class DshAcpAgent(AcpAgentBase):
             mcp_capabilities=McpCapabilities(http=True, sse=True),
             prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
             session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
-            field_meta={"dsh": {"depthLimit": True}},
+            field_meta={"dsh": {"depthLimit": True, "budget": self._budgets()}},
         )
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        """:class:`AcpAgentBase`'s, keeping the client's capabilities."""
+        if client_capabilities is not None:
+            self._client_caps = client_capabilities.model_dump(by_alias=True, exclude_none=True)
+        return await super().initialize(
+            protocol_version, client_capabilities, client_info, **kwargs
+        )
+
+    def _budgets(self) -> bool:
+        """This agent enforces a budget (its context has the subagent runtime)."""
+        return self._ctx is not None and self._ctx.has_service("subagents")
 
     def agent_info(self) -> Implementation:
         """``dsh`` and this version."""
@@ -129,7 +160,15 @@ class DshAcpAgent(AcpAgentBase):
             agent = ctx.agents.create(meta=session_meta)
         except Exception as exc:
             raise not_configured(exc) from None
+        if self._workspace == "client":
+            self._use_client_workspace(agent, cwd)
         session = self._attach(agent)
+        if found is not None and found.budget is not None and self._budgets():
+            try:
+                session.closers.append(ctx.subagents.budget_tree(agent, found.budget))
+            except (DshError, ValueError) as exc:
+                await self._close(agent.id, "its budget could not be enforced")
+                raise RequestError.invalid_params({"details": str(exc)}) from None
         if mcp_servers:
             try:
                 await self._attach_mcp(session, mcp_servers)
@@ -205,6 +244,7 @@ class DshAcpAgent(AcpAgentBase):
                 {"sessionId": session_id, "details": "unknown session: use session/new first"}
             )
         agent = session.agent
+        ctx = agent.ctx
         if session.prompting or agent.running:
             raise RequestError.invalid_request(
                 {"sessionId": session_id, "details": "a prompt is already running in this session"}
@@ -227,7 +267,9 @@ class DshAcpAgent(AcpAgentBase):
             session.prompting = False
             session.last_used = time.monotonic()
         await session.updates.join()  # every update reaches the client before the answer
-        result = answer(agent.session.events, start, session.relay)
+        meter = ctx.subagents.budget_meter(agent) if self._budgets() else None
+        verdict = meter.verdict() if meter is not None else None
+        result = answer(agent.session.events, start, session.relay, verdict)
         try:
             agent.session.flush()  # a turn/end the disk refused: saved now, or the turn failed
         except SessionError as exc:
@@ -259,6 +301,19 @@ class DshAcpAgent(AcpAgentBase):
             session.agent.cancel(cause)
 
     # -- plumbing -----------------------------------------------------------------------
+
+    def _use_client_workspace(self, agent: DshAgent, cwd: str) -> None:
+        """Give ``agent`` the client-backed file and shell tools the client can serve,
+        hiding the registered ones of the same names."""
+        assert self._ctx is not None
+        tools = client_tools(
+            self._ctx.tools.get, self._client_caps, self._conn.request, agent.id, cwd
+        )
+        if not tools:
+            return
+        agent.tools.view = agent.tools.view.narrow(deny=[tool.name for tool in tools])
+        for tool in tools:
+            agent.tools.add(tool)
 
     def _context(self) -> Context:
         if self._ctx is None:

@@ -20,8 +20,9 @@ __all__ = ["ClientProxy"]
 
 class ClientProxy:
     """The ACP client, as the agent sees it: ``session/update`` notifications and
-    ``session/request_permission`` requests over the served connection (the two client
-    methods dsh's agents use; what ``acp.AgentSideConnection`` sends for them)."""
+    ``session/request_permission`` requests over the served connection (what
+    ``acp.AgentSideConnection`` sends for them), and any other client request
+    (:meth:`request`: ``dsh acp --workspace client``)."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -48,3 +49,8 @@ class ClientProxy:
         )
         method = CLIENT_METHODS["session_request_permission"]
         return await request_model(self.connection, method, request, RequestPermissionResponse)
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send any client request (``fs/*``, ``terminal/*``) and return its result; an
+        error answer raises ``acp.RequestError``."""
+        return await self.connection.send_request(method, params)

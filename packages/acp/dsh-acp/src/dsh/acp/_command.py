@@ -37,6 +37,14 @@ class AcpCommand:
             help="record the served agents' model calls and tool calls (and those of the dsh"
             " processes they start) into DIR/tape.jsonl, through a local proxy",
         )
+        parser.add_argument(
+            "--workspace",
+            choices=("own", "client"),
+            default="own",
+            help="whose files and terminals the agent's file and shell tools use: its own"
+            " (default), or the ACP client's where it offers fs / terminal (an editor then"
+            " reads, shows and applies the edits and runs the commands)",
+        )
         add_trust_argument(parser)
         add_otel_argument(parser)
         parser.add_argument(

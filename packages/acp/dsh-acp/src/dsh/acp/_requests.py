@@ -112,9 +112,17 @@ def to_dsh_blocks(prompt: Sequence[PromptBlock]) -> list[dict[str, Any]]:
     return blocks
 
 
-def answer(events: Sequence[Event], start: int, relay: RelayWatch | None) -> PromptResponse:
+def answer(
+    events: Sequence[Event],
+    start: int,
+    relay: RelayWatch | None,
+    verdict: tuple[str, str] | None = None,
+) -> PromptResponse:
     """The ``session/prompt`` answer of the turn that began at ``events[start]``: its
-    stop reason and its usage (with the relayed delegations'), or its error."""
+    stop reason and its usage (with the relayed delegations'), or its error. A turn
+    its budget stopped (``verdict``: the meter's) answers ``cancelled`` with
+    ``_meta.dsh = {"stopReason": "budget", "diagnostic"}``; one whose budget could not
+    be enforced fails."""
     outcome: TurnOutcome | None = None
     for index in range(start, len(events)):
         if events[index].type == "turn/end":
@@ -122,6 +130,16 @@ def answer(events: Sequence[Event], start: int, relay: RelayWatch | None) -> Pro
     if outcome is None:
         raise RequestError(TURN_FAILED, "dsh turn ended without a turn/end event")
     stop = STOP_REASONS.get(outcome.stop_reason)
+    budget: dict[str, Any] | None = None
+    if verdict is not None and outcome.stop_reason == "aborted":
+        if verdict[0] == "budget":
+            budget = {"stopReason": "budget", "diagnostic": verdict[1]}
+        else:
+            raise RequestError(
+                TURN_FAILED,
+                f"dsh turn error: the budget could not be enforced: {verdict[1]}",
+                {"stopReason": "error", "error": verdict[1]},
+            )
     if stop is None:
         detail = outcome.error or outcome.stop_reason
         raise RequestError(
@@ -140,4 +158,6 @@ def answer(events: Sequence[Event], start: int, relay: RelayWatch | None) -> Pro
         thought_tokens=total.reasoning_tokens,
         field_meta={"dsh": total.to_json()},
     )
-    return PromptResponse(stop_reason=stop, usage=usage)
+    return PromptResponse(
+        stop_reason=stop, usage=usage, field_meta={"dsh": budget} if budget else None
+    )

@@ -83,6 +83,7 @@ def serve_command(args: argparse.Namespace) -> int:
         max_line_bytes=args.max_line_bytes,
         max_sessions=args.max_sessions,
         session_idle=args.session_idle,
+        workspace=args.workspace,
     )
     from dsh.acp._signals import StopSignals
 
@@ -109,8 +110,10 @@ class _Options:
         max_line_bytes: int,
         max_sessions: int,
         session_idle: float,
+        workspace: str = "own",
         record: str | None = None,
     ) -> None:
+        self.workspace = workspace
         self.sessions_dir = sessions_dir
         self.record = record
         self.max_line_bytes = max_line_bytes
@@ -240,6 +243,7 @@ async def _serve(
                         version=_version(),
                         max_sessions=options.max_sessions,
                         session_idle=options.session_idle,
+                        workspace=options.workspace,
                     )
                     try:
                         await session.run(agent)

@@ -17,7 +17,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from dsh.cli._safe_text import strip_controls
-from dsh.cli._tree import NOT_STARTED, Node, format_elapsed, format_usage
+from dsh.cli._tree import NOT_STARTED, Node, format_budget, format_elapsed, format_usage
 from dsh.cli._view import RunSummary, RunView, usage_line, who
 from dsh.core.sessions import Event
 
@@ -174,6 +174,9 @@ class LiveView(RunView):
         usage = format_usage(node.usage, short=True)
         if usage:
             text.append(f"  {usage}", style="dim")
+        budget = format_budget(node, now)
+        if budget:
+            text.append(f"  {budget}", style="dim")
         if node.refused:
             text.append(f"  {_refused(node.refused)}", style="red")
         if node.state != "done" and node.activity:

@@ -14,6 +14,7 @@ from dsh.cli._tree import (
     DelegationTree,
     Node,
     describe_call,
+    format_budget,
     format_elapsed,
     format_usage,
     short_id,
@@ -92,6 +93,9 @@ class PlainView(RunView):
         usage = format_usage(node.usage, short=True)
         if usage:
             details.append(usage)
+        budget = format_budget(node)
+        if budget:
+            details.append(budget)
         mark = "✗" if node.failed else "-"
         line = f"{mark} {node.title} {node.stop_reason} {', '.join(details)}"
         if node.diagnostic and node.stop_reason != "completed":
@@ -130,6 +134,9 @@ def tree_lines(tree: DelegationTree) -> list[str]:
             usage = format_usage(node.usage, short=True)
             if usage:
                 details += f", {usage}"
+            budget = format_budget(node)
+            if budget:
+                details += f", {budget}"
             run = f"run {short_id(node.run_id)}, {where}depth {node.depth}"
             lines.append(f"{prefix}{branch}{node.title} ({run}) → {details}")
             add(node.children, prefix + indent)

@@ -25,6 +25,7 @@ __all__ = [
     "Node",
     "NodeState",
     "describe_call",
+    "format_budget",
     "format_cost",
     "format_elapsed",
     "format_usage",
@@ -65,6 +66,22 @@ class Node:
     refused: list[str] = field(default_factory=list)
     """The tools whose calls the permission policy refused it, in order."""
     children: list[Node] = field(default_factory=list)
+    budget: dict[str, Any] | None = None
+    """The caps of its budget (``subagent/start``; None: none)."""
+    spent: dict[str, Any] | None = None
+    """What it spent against each cap (``subagent/end``; None: not known yet)."""
+
+    def spending(self, now: float | None = None) -> dict[str, Any]:
+        """What it spent against its caps: the end's figures, else its usage so far
+        and its wall time."""
+        if self.spent is not None:
+            return self.spent
+        spent: dict[str, Any] = {"seconds": self.elapsed(now)}
+        if self.usage is not None:
+            spent["tokens"] = self.usage.total_tokens
+            if self.usage.cost_usd is not None:
+                spent["usd"] = self.usage.cost_usd
+        return spent
 
     @property
     def failed(self) -> bool:
@@ -124,6 +141,9 @@ class DelegationTree:
             depth,
             self.clock(),
         )
+        budget = data.get("budget")
+        if isinstance(budget, Mapping):
+            node.budget = dict(budget)
         self._attach(node, parent)
         return node
 
@@ -147,6 +167,10 @@ class DelegationTree:
             node.usage = usage
         elif isinstance(usage, Mapping):
             node.usage = SubagentUsage.from_json(usage)
+        budget = data.get("budget")
+        if isinstance(budget, Mapping) and isinstance(budget.get("spent"), Mapping):
+            node.budget = dict(budget.get("caps") or node.budget or {})
+            node.spent = dict(budget["spent"])
         diagnostic = data.get("diagnostic")
         self._finish(node, str(data.get("stop_reason") or "error"), diagnostic)
         return node
@@ -312,6 +336,31 @@ def format_usage(usage: SubagentUsage | None, *, short: bool = False) -> str:
     if usage.cost_usd is not None:
         parts.append(format_cost(usage.cost_usd))
     return ", ".join(parts)
+
+
+_UNITS = {"tokens": "tokens", "seconds": "s", "children": "delegations", "turns": "model calls"}
+
+
+def format_budget(node: Node, now: float | None = None) -> str:
+    """``budget: 800 of 900 tokens, 2.1 of 60 s`` — its spend against each cap of its
+    budget (empty without a budget)."""
+    caps = node.budget
+    if not caps:
+        return ""
+    spent = node.spending(now)
+    parts: list[str] = []
+    for name, cap in caps.items():
+        used = spent.get(name)
+        if name == "usd":
+            limit, shown = f"${float(cap):.2f}", None if used is None else format_cost(used)
+        elif name == "seconds":
+            limit = f"{float(cap):g} s"
+            shown = None if used is None else f"{float(used):.1f}"
+        else:
+            limit = f"{int(cap):,} {_UNITS.get(name, name)}"
+            shown = None if used is None else f"{int(used):,}"
+        parts.append(limit if shown is None else f"{shown} of {limit}")
+    return "budget: " + ", ".join(parts)
 
 
 def format_cost(dollars: float) -> str:

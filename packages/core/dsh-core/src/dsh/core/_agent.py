@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -53,6 +53,7 @@ from dsh.core._turn import (
     TurnLoop,
     TurnOutcome,
     last_output,
+    turns_so_far,
 )
 
 __all__ = [
@@ -83,10 +84,17 @@ class AgentHost(TurnHost, Protocol):
     def jobs(self) -> JobRegistry:
         """The context's jobs: an agent closes only once its own have stopped."""
 
-    def spawn(
-        self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any, eager: bool = False
-    ) -> asyncio.Task[Any]:
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> asyncio.Task[Any]:
         """Run ``fn(*args)`` as a task the context owns (a turn's driver)."""
+
+    def start_eager(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` in a task of its own, its first step now (a child's driver)."""
+
+    def defer(self, key: object, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` at the loop's next iteration unless ``undefer(key)`` first."""
+
+    def undefer(self, key: object) -> None:
+        """Forget what ``defer`` keeps under ``key``."""
 
     def call_soon(self, callback: Callable[[], object]) -> None:
         """Run ``callback()`` at the loop's next iteration (a followup's driver)."""
@@ -141,7 +149,7 @@ class AgentCore(TurnLoop):
         self.label = label
         self.max_steps = max_steps
         events = session.events
-        self.turns = _turns_so_far(events) if events else 0
+        self.turns = turns_so_far(events) if events else 0
         self._queue: deque[tuple[list[dict[str, Any]], dict[str, Any] | None]] | None = None
         self._steer: list[tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
         self._observers: tuple[AgentObserver, ...] = ()
@@ -229,11 +237,11 @@ class AgentCore(TurnLoop):
         self._check_open()
         self._enqueue(as_blocks(content), None)
 
-    def start(self, content: Content) -> None:
-        """Queue ``content`` as the user message of a new turn and, if idle, start its
-        driver task now (:meth:`followup` then :meth:`start_driver`, without scheduling a
-        driver for the next loop iteration): for a caller that will not run the turn
-        with :meth:`drive` (an in-process child, whose waiters must not carry its turn)."""
+    def start(self, content: Content, *, soon: bool = False) -> None:
+        """Queue ``content`` as a new turn and, if idle, start its driver task now (for a
+        caller that will not :meth:`drive` it: an in-process child, whose waiters must not
+        carry its turn). ``soon``: at the loop's next iteration instead, or at
+        :meth:`start_driver` if that comes first (the child's caller gets its run first)."""
         self._check_open()
         if self._queue is None:
             self._queue = deque()
@@ -242,7 +250,10 @@ class AgentCore(TurnLoop):
         if not self._running:
             self._running = True
             self._driver_pending = True
-            self._spawn_driver(eager=True)
+            if soon:
+                self.ctx.defer(self, self.start_driver)
+            else:
+                self._spawn_driver(eager=True)
 
     def notify(self, content: Content, *, source: Mapping[str, Any] | None = None) -> None:
         """Deliver a runtime notice (job or child settlement): into the running turn,
@@ -330,11 +341,12 @@ class AgentCore(TurnLoop):
             await self.when_idle()
 
     def start_driver(self) -> None:
-        """Start the pending turn(s) in a task of their own now instead of at the
-        loop's next iteration (on Python 3.12+ its first step at once: a turn that
-        never suspends has ended when this returns): for a caller that will not run
-        them with :meth:`drive` (an in-process child, whose waiters must not carry its turn)."""
+        """Start the pending turn(s) in a task of their own now, not at the loop's next
+        iteration (its first step at once, ``Context.start_eager``: a turn that never
+        waits has ended on return, with no task made): for a caller that will not run
+        them with :meth:`drive` (an in-process child, whose waiters must not carry it)."""
         if self._driver_pending:
+            self.ctx.undefer(self)  # (a start ``soon`` that has not run yet)
             self._spawn_driver(eager=True)
 
     async def run(self, content: Content) -> TurnOutcome:
@@ -437,7 +449,7 @@ class AgentCore(TurnLoop):
             return  # a caller of drive() is running the turn in its own task
         self._driver_pending = False
         try:
-            self.ctx.spawn(self._drive, eager=eager)
+            (self.ctx.start_eager if eager else self.ctx.spawn)(self._drive)
         except RuntimeError:  # the context closed before the turn could start
             self._running = False
             if self._idle is not None:
@@ -492,14 +504,3 @@ class _Unobserve:
 
     def __call__(self) -> None:
         self._agent.unobserve(self._observer)
-
-
-def _turns_so_far(events: Sequence[Event]) -> int:
-    """Turns already in a log (O(1) for a log that ends with a ``turn/end``)."""
-    for index in range(len(events) - 1, -1, -1):
-        event = events[index]
-        if event.type in ("turn/end", "turn/start"):
-            return int(event.data.get("turn", 0)) or sum(
-                1 for e in events if e.type == "turn/start"
-            )
-    return 0

@@ -9,7 +9,7 @@ What the registry needs of the context is :class:`RegistryHost`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from dsh.core._agent import AgentCore
@@ -76,6 +76,17 @@ class LiveAgents(Generic[A]):
     def __init__(self, ctx: RegistryHost) -> None:
         self._ctx = ctx
         self._live: dict[str, A] = {}
+        self._on_create: tuple[Callable[[A], None], ...] = ()
+
+    def on_create(self, callback: Callable[[A], None]) -> Callable[[], None]:
+        """Call ``callback(agent)`` for every agent created or resumed from now on
+        (before it runs anything); returns its remover."""
+        self._on_create = (*self._on_create, callback)
+
+        def remove() -> None:
+            self._on_create = tuple(c for c in self._on_create if c is not callback)
+
+        return remove
 
     def _new_agent(
         self,
@@ -166,6 +177,8 @@ class LiveAgents(Generic[A]):
         if parent is not None:
             agent.tool_tape = parent.tool_tape
         self._live[agent.id] = agent
+        for callback in self._on_create:
+            callback(agent)
         return agent
 
     def resume(
@@ -209,6 +222,8 @@ class LiveAgents(Generic[A]):
         if parent is not None:
             agent.tool_tape = parent.tool_tape
         self._live[agent.id] = agent
+        for callback in self._on_create:
+            callback(agent)
         return agent
 
     def get(self, agent_id: str) -> A | None:

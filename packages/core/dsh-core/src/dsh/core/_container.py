@@ -17,6 +17,8 @@ from collections.abc import Callable, Coroutine
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Self, TypeVar
 
+from dsh.core._eager import SUPPORTED as _EAGER_STARTER
+from dsh.core._eager import EagerStarter
 from dsh.core._effects import Disposer
 from dsh.core._plugins import ENTRY_POINT_GROUP
 from dsh.core._presets import PluginRow, Preset, PresetError
@@ -49,6 +51,8 @@ class Container:
         self._closers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._tasks: set[asyncio.Task[Any]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._starter: EagerStarter | None = None
+        self._deferred: dict[object, Callable[[], object]] | None = None
 
     def on_close(self, closer: Callable[[], Coroutine[Any, Any, None]]) -> Disposer:
         """Run ``await closer()`` when the context closes, before agents are closed.
@@ -109,6 +113,57 @@ class Container:
         task.add_done_callback(self._task_done)
         return task
 
+    def start_eager(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` in a task of its own that this context owns, its first step
+        at once (on every Python): a coroutine that never suspends has finished on
+        return, and no task was made for it (see :mod:`dsh.core._eager`), so none is
+        returned. Its value is dropped; a failure is logged. Under a custom task
+        factory it is ``spawn(fn, *args, eager=True)`` (the factory sees every task).
+        """
+        loop = self._loop
+        if loop is None or self._tasks is None:
+            raise RuntimeError(
+                "this context is not open: use `async with Context.open(...) as ctx`"
+            )
+        if not _EAGER_STARTER or loop.get_task_factory() is not None:
+            self.spawn(fn, *args, eager=True)
+            return
+        starter = self._starter
+        if starter is None:
+            starter = self._starter = EagerStarter(loop, self._own)
+        starter.start(fn(*args))
+
+    def defer(self, key: object, callback: Callable[[], object]) -> None:
+        """Run ``callback()`` at the loop's next iteration unless ``undefer(key)`` comes
+        first (one loop callback for all deferred in an iteration; dropped at once)."""
+        deferred = self._deferred
+        if deferred is None:
+            if self._loop is None:
+                raise RuntimeError(
+                    "this context is not open: use `async with Context.open(...) as ctx`"
+                )
+            deferred = self._deferred = {}
+            self._loop.call_soon(self._run_deferred)
+        deferred[key] = callback
+
+    def undefer(self, key: object) -> None:
+        """Forget what :meth:`defer` keeps under ``key`` (if it has not run yet)."""
+        if self._deferred is not None:
+            self._deferred.pop(key, None)
+
+    def _run_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, None
+        for callback in (deferred or {}).values():
+            try:
+                callback()
+            except Exception:
+                _log.exception("deferred callback %r failed", callback)
+
+    def _own(self, task: asyncio.Task[Any]) -> None:
+        if self._tasks is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+
     def call_soon(self, callback: Callable[[], object]) -> None:
         """Run ``callback()`` on the context's loop at its next iteration."""
         if self._loop is None:
@@ -124,6 +179,7 @@ class Container:
             _log.error("context task %r failed", task, exc_info=task.exception())
 
     async def _cancel_tasks(self) -> None:
+        self._starter = None
         tasks = self._tasks or set()
         while tasks:
             pending = list(tasks)

@@ -37,6 +37,7 @@ from dsh.core._agents import LiveAgents
 from dsh.core._container import Container, root_sandbox, with_tracing_row
 from dsh.core._effects import Disposer
 from dsh.core._env_model import NO_MODEL_HELP, EnvModel, NoModelError, model_from_env
+from dsh.core._errors import ConfigError
 from dsh.core._events import EventBus
 from dsh.core._gc import tune_gc
 from dsh.core._jobs import JobRegistry
@@ -288,6 +289,9 @@ class Context(Container):
         """Where the agents' tool calls are recorded and replayed: the tape proxy
         ``DSH_TAPE_PROXY`` names (None when it names none)."""
         self._default_model: BoundModel | None = None
+        self.tree_budget: object | None = None
+        """The budget of the context's whole delegation tree (``Context.open(budget=...)``,
+        a :class:`dsh.subagent.Budget`; None: none): the subagent runtime enforces it."""
         self.closing = False
         """True once :meth:`aclose` has started: runtime notices are no longer delivered."""
 
@@ -300,9 +304,15 @@ class Context(Container):
         cwd: str | os.PathLike[str] | None = None,
         sessions_dir: str | os.PathLike[str] | None = None,
         sandbox: SandboxConfig | None = None,
+        budget: object | None = None,
         record: str | os.PathLike[str] | None = None,
     ) -> AsyncIterator[Context]:
         """Open a context, load the preset's enabled rows, and tear it all down on exit.
+
+        ``budget`` (a :class:`dsh.subagent.Budget`) caps what all the context's agents
+        and everything they delegate spend, together; the subagent runtime
+        (``dsh-subagent``, loaded by any subagent provider row) enforces it, and opening
+        a context with a budget but without that runtime fails.
 
         ``record`` (a directory) records the context's model calls and every agent's
         tool calls — and those of the dsh processes it starts — into a tape there, as
@@ -326,12 +336,19 @@ class Context(Container):
             permissions=preset.permissions if preset is not None else None,
             sandbox=root_sandbox(preset, sandbox),
         )
+        ctx.tree_budget = budget
         ctx._own_tasks()
         stop_recording: Callable[[], None] | None = None
         try:
             if preset is not None:  # DSH_OTEL=1 adds dsh-otel (with_tracing_row)
                 rows = with_tracing_row(preset.enabled_rows(), len(preset.plugin))
                 await ctx.plugins.load_rows(rows)
+            if budget is not None and not ctx.has_service("subagents"):
+                raise ConfigError(
+                    "Context.open(budget=...) needs the subagent runtime to enforce the"
+                    " budget: load a subagent provider row (e.g. dsh-subagent-spawn-in-process,"
+                    " as the standard preset does), or open the context without a budget"
+                )
             if record is not None:
                 stop_recording = start_recorder(ctx, record)
             yield ctx

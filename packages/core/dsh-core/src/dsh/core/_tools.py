@@ -107,6 +107,10 @@ class Tool:
     title: Callable[[Any], str] | None = None
     """One line describing a call for a human (parsed arguments in), e.g.
     ``Run `ls -la```; default: the name and the arguments."""
+    extensions: Mapping[str, Any] = field(default_factory=dict)
+    """Named seams beyond :attr:`run` that other code reaches through the registry
+    (e.g. the shell tool's ``terminal``, a command started in the background: see
+    :mod:`dsh.subprocess`). The model never sees them."""
     spec: ToolSpec = field(init=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +132,7 @@ class Tool:
         permission: PermissionPolicy | None = None,
         kind: str = "other",
         title: Callable[[P], str] | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> Tool:
         """A tool whose input is validated by the pydantic model ``parameters``."""
         schema = parameters.model_json_schema()
@@ -142,6 +147,7 @@ class Tool:
             permission=permission,
             kind=kind,
             title=title,
+            extensions=dict(extensions or {}),
         )
 
     def title_for(self, arguments: Any) -> str:

@@ -54,9 +54,21 @@ __all__ = [
     "TurnLoop",
     "TurnOutcome",
     "last_output",
+    "turns_so_far",
 ]
 
 _log = logging.getLogger("dsh.core._agent")
+
+_scope_type: Callable[[], anyio.CancelScope] | None = None
+"""anyio's cancel scope class for asyncio, the backend dsh runs on (found at the first
+turn): ``anyio.CancelScope()`` looks the backend up on every call, six calls a turn."""
+
+
+def _find_scope_type() -> Callable[[], anyio.CancelScope]:
+    global _scope_type
+    _scope_type = type(anyio.CancelScope())
+    return _scope_type
+
 
 StopReason = Literal["completed", "max-tokens", "refusal", "aborted", "blocked", "error"]
 
@@ -260,7 +272,7 @@ class TurnLoop:
         stop: StopReason = "completed"
         error: str | None = None
         try:
-            with anyio.CancelScope() as scope:
+            with (_scope_type or _find_scope_type())() as scope:
                 self._scope = scope
                 if self._cancel_cause is not None:
                     # cancel() arrived after followup() but before this turn began.
@@ -484,3 +496,14 @@ class TurnLoop:
         if traced is not None:
             traced.end(result, failure)
         return result
+
+
+def turns_so_far(events: Sequence[Event]) -> int:
+    """Turns already in a log (O(1) for a log that ends with a ``turn/end``)."""
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.type in ("turn/end", "turn/start"):
+            return int(event.data.get("turn", 0)) or sum(
+                1 for e in events if e.type == "turn/start"
+            )
+    return 0

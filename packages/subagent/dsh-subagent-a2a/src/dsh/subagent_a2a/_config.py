@@ -76,6 +76,13 @@ class A2AProviderConfig(RemoteTimeouts):
     then has the ``depth_limit`` capability, and the start fails unless the agent card
     declares dsh's extension with ``depthLimit``. The depth and the inherited limit are
     sent to every agent either way (``message.metadata.dsh``)."""
+    budget: bool = False
+    """The agent enforces the budget dsh sends it in ``message.metadata.dsh.budget`` on
+    its own tree and reports the stop back (``dsh a2a`` does): the provider then has
+    the ``budget`` capability, and a start with a budget fails
+    (``UNSUPPORTED_CAPABILITY``) unless the agent card declares dsh's extension with
+    ``budget``. The time cap, and the tokens the agent reports in its usage progress,
+    are also enforced from this side."""
 
     @field_validator("url")
     @classmethod

@@ -32,9 +32,6 @@ async def _run_module() -> ModuleType:
     return _loaded
 
 
-_DEPTH_ONLY = SubagentCapabilities(depth_limit=True)
-
-
 class A2AProvider:
     """Delegates each run to the configured A2A agent as one task.
 
@@ -43,6 +40,8 @@ class A2AProvider:
     and sends the prompt as a message (streaming where the card offers it, else send
     and poll); a cancel sends ``CancelTask``. With ``depth_limit = true`` (an agent
     that honours dsh's depth limit, such as ``dsh a2a``) it has the ``depth_limit``
+    capability; with ``budget = true`` (an agent that enforces dsh's budget, such as
+    ``dsh a2a``) the ``budget``
     capability; it has no other start capability.
     """
 
@@ -52,7 +51,9 @@ class A2AProvider:
         self.config = config
         self.name = config.name
         self.capabilities: SubagentCapabilities = (
-            _DEPTH_ONLY if config.depth_limit else NO_START_CAPABILITIES
+            SubagentCapabilities(depth_limit=config.depth_limit, budget=config.budget)
+            if config.depth_limit or config.budget
+            else NO_START_CAPABILITIES
         )
 
     def __repr__(self) -> str:

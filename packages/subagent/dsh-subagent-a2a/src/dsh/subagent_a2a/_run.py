@@ -48,7 +48,14 @@ from a2a.types import (
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from a2a.utils.errors import A2AError, TaskNotCancelableError
 
-from dsh.subagent import RunHandle, StartFailed, SubagentResult, SubagentStartRequest, SubagentUsage
+from dsh.subagent import (
+    RunHandle,
+    StartFailed,
+    SubagentResult,
+    SubagentStartRequest,
+    SubagentUsage,
+    UnsupportedCapability,
+)
 from dsh.subagent.kit import LINEAGE_EXTENSION_URI, Lineage, RemoteRun
 from dsh.subagent_a2a._config import A2AProviderConfig
 from dsh.subagent_a2a._fold import TaskFold, plain, state_name
@@ -163,6 +170,8 @@ class A2ARun(RemoteRun):
         async for response in client.send_message(request):
             self.fold.feed(response)
             self._note_task()
+            if self.budget is not None and self.fold.running_usage is not None:
+                self.report_usage(self.fold.running_usage)  # (a reached cap stops the run)
             if self.fold.finished:
                 scope.cancel()
 
@@ -279,6 +288,14 @@ class A2ARun(RemoteRun):
             raise StartFailed(
                 f"{self.provider} start failed: the agent card at {card_url} {problem}"
             )
+        if self.request.budget is not None and not _extension_says(card, "budget"):
+            raise UnsupportedCapability(
+                f'subagent provider "{self.provider}": the agent card at {card_url} does not'
+                f" declare that the agent enforces dsh's budget (the extension"
+                f" {LINEAGE_EXTENSION_URI} with params.budget = true), so a run with a"
+                " budget cannot be started on it; use an agent that does (dsh a2a), or"
+                " delegate without a budget"
+            )
 
     def _message(self) -> Message:
         parts = [
@@ -332,6 +349,9 @@ class A2ARun(RemoteRun):
                 None if self.stop.aborted else why, output=output, usage=usage
             )
         if state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED):
+            if fold.dsh_stop == "budget":  # a dsh a2a child stopped at its budget
+                diagnostic = self._scrub(fold.status_text or "the agent stopped at its budget")
+                return SubagentResult(output, "budget", diagnostic=diagnostic, usage=usage)
             stop = fold.dsh_stop if fold.dsh_stop in ("max-tokens", "refusal") else "error"
             verb = "failed" if state == TaskState.TASK_STATE_FAILED else "rejected"
             why = said or " (no reason given)"
@@ -392,8 +412,13 @@ def _card_problem(card: AgentCard, config: A2AProviderConfig) -> str | None:
 
 
 def _honours_depth_limit(card: AgentCard) -> bool:
+    return _extension_says(card, "depthLimit")
+
+
+def _extension_says(card: AgentCard, key: str) -> bool:
+    """dsh's extension on ``card`` has ``params.<key> = true``."""
     for extension in card.capabilities.extensions:
         if extension.uri == LINEAGE_EXTENSION_URI:
             params = plain(extension.params)
-            return params.get("depthLimit") is True
+            return params.get(key) is True
     return False

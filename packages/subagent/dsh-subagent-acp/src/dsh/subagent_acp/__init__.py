@@ -14,6 +14,9 @@ process tree down on dispose::
     name = "dsh-tool-subagent"
     config = { provider = "acp", tool_name = "subagent_acp", max_depth = 3 }
 
+With ``workspace = "shared"`` the agent's ``fs/*`` and ``terminal/*`` requests are
+served with the parent's own file and shell tools (see ``_workspace``).
+
 The client side is a small strict JSON-RPC connection of its own: no ACP library
 is imported, so the first start pays no import.
 """

@@ -46,6 +46,9 @@ class AcpAgentProcess(PooledProcess):
         self.config = config
         self.user: AgentUser | None = None
         """The run whose session the process serves now."""
+        self.enforces_budget = False
+        """The agent confirmed that it enforces dsh's budget
+        (``agentCapabilities._meta.dsh.budget``)."""
         self.closes_sessions = False
         """The agent advertised ``session/close`` (``agentCapabilities.sessionCapabilities``)."""
         self.conn = AcpConnection(
@@ -63,15 +66,17 @@ class AcpAgentProcess(PooledProcess):
 
     async def initialize(self, meta: Mapping[str, Any], stages: Stages) -> None:
         """``initialize``: protocol version 1; with ``depth_limit`` the agent must confirm
-        that it honours dsh's depth limit."""
+        that it honours dsh's depth limit; with ``workspace = "shared"`` the client
+        capabilities ``fs`` and ``terminal`` are offered."""
         stages.enter("initialize")
+        shared = self.config.workspace == "shared"
         init = await self.conn.request(
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
                 "clientCapabilities": {
-                    "fs": {"readTextFile": False, "writeTextFile": False},
-                    "terminal": False,
+                    "fs": {"readTextFile": shared, "writeTextFile": shared},
+                    "terminal": shared,
                     "session": {"notices": {}},
                 },
                 "clientInfo": {"name": "dsh-subagent-acp", "version": _VERSION},
@@ -89,7 +94,8 @@ class AcpAgentProcess(PooledProcess):
             )
         capabilities = init.get("agentCapabilities")
         capabilities = capabilities if isinstance(capabilities, dict) else {}
-        if self.config.depth_limit and not _confirms_depth_limit(capabilities):
+        self.enforces_budget = _confirms(capabilities, "budget")
+        if self.config.depth_limit and not _confirms(capabilities, "depthLimit"):
             raise StartFailed(
                 f"{stages.provider} initialize failed: the provider is configured with"
                 " depth_limit = true but the agent does not confirm that it honours dsh's"
@@ -168,7 +174,8 @@ async def start_pooled(
     )
 
 
-def _confirms_depth_limit(capabilities: dict[str, Any]) -> bool:
+def _confirms(capabilities: dict[str, Any], key: str) -> bool:
+    """The agent confirmed ``agentCapabilities._meta.dsh.<key>``."""
     meta = capabilities.get("_meta")
     dsh = meta.get("dsh") if isinstance(meta, dict) else None
-    return isinstance(dsh, dict) and dsh.get("depthLimit") is True
+    return isinstance(dsh, dict) and dsh.get(key) is True

@@ -46,6 +46,7 @@ class SessionFold:
         "chunks",
         "emit",
         "notices",
+        "on_usage",
         "session_id",
         "tool_calls",
         "updates",
@@ -68,6 +69,9 @@ class SessionFold:
         """Session updates seen for the session."""
         self.notices: list[str] = []
         """Notices the agent sent (kept for the diagnostic, never the output)."""
+        self.on_usage: Callable[[SubagentUsage], None] | None = None
+        """Told the turn's running usage a dsh child reports (``usage_update`` with
+        ``_meta.dsh.usage``), for the run's budget (None: nobody)."""
 
     def feed(self, message: Mapping[str, Any]) -> None:
         """Fold one notification if it is an update of our session."""
@@ -102,6 +106,12 @@ class SessionFold:
                         arguments=update.get("rawInput"),
                     )
                 )
+        elif kind == "usage_update" and self.on_usage is not None:
+            running = _dsh_usage(update)
+            if running is not None:
+                self.on_usage(running)
+            if emit is not None and relayed is None:
+                emit(SubagentProgress("usage", usage=_usage_update(update)))
         elif kind == "notice":
             text = " — ".join(
                 part
@@ -203,12 +213,23 @@ def _tool_text(content: object) -> str | None:
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
 
 
-def _usage_update(update: Mapping[str, Any]) -> SubagentUsage:
+def _dsh_usage(update: Mapping[str, Any]) -> SubagentUsage | None:
+    """The running usage a dsh child puts in ``_meta.dsh.usage`` (None: none)."""
     meta = update.get("_meta")
     if isinstance(meta, Mapping) and isinstance(meta.get("dsh"), Mapping):
         usage = meta["dsh"].get("usage")
         if isinstance(usage, Mapping):
-            return SubagentUsage.from_json(usage)
+            try:
+                return SubagentUsage.from_json(usage)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _usage_update(update: Mapping[str, Any]) -> SubagentUsage:
+    running = _dsh_usage(update)
+    if running is not None:
+        return running
     cost = update.get("cost")
     amount = None
     if isinstance(cost, Mapping) and cost.get("currency") == "USD":

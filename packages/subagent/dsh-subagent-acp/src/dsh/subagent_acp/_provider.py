@@ -19,8 +19,6 @@ from dsh.subprocess import PoolsByContext, ProcessPool, provider_env, provider_s
 
 __all__ = ["AcpProvider"]
 
-_DEPTH_ONLY = SubagentCapabilities(depth_limit=True)
-
 
 class AcpProvider:
     """Runs each child as a configured ACP agent process.
@@ -31,7 +29,8 @@ class AcpProvider:
     ``dispose`` tears the process tree down. A start that fails or is aborted
     raises and leaves no process behind. With ``depth_limit = true`` (an agent that
     honours dsh's depth limit, such as ``dsh acp``) it has the ``depth_limit``
-    capability; it has no other start capability.
+    capability; with ``budget = true`` (an agent that enforces dsh's budget, such as
+    ``dsh acp``) the ``budget`` capability; it has no other start capability.
 
     With ``pool.size`` > 0 each context keeps that many initialized agent processes
     (:meth:`pool`); a run takes one, opens its own session, and gives it back.
@@ -47,7 +46,9 @@ class AcpProvider:
         self.config = config
         self.name = config.name
         self.capabilities: SubagentCapabilities = (
-            _DEPTH_ONLY if config.depth_limit else NO_START_CAPABILITIES
+            SubagentCapabilities(depth_limit=config.depth_limit, budget=config.budget)
+            if config.depth_limit or config.budget
+            else NO_START_CAPABILITIES
         )
         self.max_running: int | None = process_max_running()
         """Default cap on running children: the cores (a preset's caps override it)."""

@@ -18,12 +18,14 @@ from dsh.subagent import (
     SubagentResult,
     SubagentStartRequest,
     SubagentUsage,
+    UnsupportedCapability,
 )
 from dsh.subagent_acp._agent import AcpAgentProcess, describe_failure
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._connection import AcpConnection, LinkError, RemoteError
 from dsh.subagent_acp._fold import SessionFold
 from dsh.subagent_acp._modes import select_mode
+from dsh.subagent_acp._workspace import WORKSPACE_METHODS, SharedWorkspace
 from dsh.subprocess import ProcessPool, SubprocessRun
 
 __all__ = ["STOP_REASONS", "AcpRun"]
@@ -75,6 +77,9 @@ class AcpRun(SubprocessRun):
         self.mode_warning: str | None = None
         """Why the agent runs in its own mode although the row wanted another
         (``on_unconfirmed = "warn"``)."""
+        self.workspace: SharedWorkspace | None = None
+        """What serves the agent's ``fs/*`` and ``terminal/*`` (``workspace = "shared"``;
+        made at the first such request)."""
         self._reported_usage = SubagentUsage.unknown()
         self._clean = False
         self._released = False
@@ -92,11 +97,13 @@ class AcpRun(SubprocessRun):
             self._use(AcpAgentProcess(child, self.config))
             assert self.agent is not None
             await self.agent.initialize({"dsh": self.lineage.meta()}, self.stages)
+            self._check_budget()
             await self._new_session()
             return
         for attempt in (1, 2):
             self.stages.enter("start")
             self._use(await self.pool.acquire())
+            self._check_budget()
             try:
                 await self._new_session()
                 return
@@ -105,6 +112,17 @@ class AcpRun(SubprocessRun):
                     raise
             # the warm process died before it could serve (a race with its exit): another
             await self._give_back(reuse=False, reason="exited")
+
+    def _check_budget(self) -> None:
+        """A budget needs an agent that confirmed it enforces one."""
+        assert self.agent is not None
+        if self.request.budget is not None and not self.agent.enforces_budget:
+            raise UnsupportedCapability(
+                f'subagent provider "{self.provider}": the agent does not confirm that it'
+                " enforces dsh's budget (agentCapabilities._meta.dsh.budget in initialize),"
+                " so a run with a budget cannot be started on it; use an agent that does"
+                " (dsh acp), or delegate without a budget"
+            )
 
     def _use(self, agent: AcpAgentProcess) -> None:
         self.agent, self.child, self.conn = agent, agent.child, agent.conn
@@ -133,6 +151,8 @@ class AcpRun(SubprocessRun):
         """``session/prompt`` with the prompt's text blocks; map the stop reason."""
         assert self.conn is not None
         self.stages.enter("session/prompt")
+        if self.budget is not None:
+            self.fold.on_usage = self.report_usage
         blocks = [
             {"type": "text", "text": str(block.get("text", ""))}
             for block in self.request.prompt_blocks
@@ -159,6 +179,11 @@ class AcpRun(SubprocessRun):
         self._clean = acp_reason in _CLEAN_STOPS
         stop = STOP_REASONS.get(acp_reason, "error")
         diagnostic: str | None = None
+        budget = _budget_stop(response)
+        if budget is not None:  # a dsh child stopped at its budget (``cancelled`` on the wire)
+            return SubagentResult(
+                self.fold.output(), "budget", diagnostic=budget, usage=self._reported_usage
+            )
         if stop == "aborted":
             if not self.cancelled:  # (cancelled by dsh: the kit's reason says why)
                 diagnostic = "the agent reported its turn cancelled although dsh did not cancel it"
@@ -180,6 +205,8 @@ class AcpRun(SubprocessRun):
     async def close(self) -> None:
         """Its own process: stop reading, then tear the process tree down. A pooled
         one: ``session/close`` and back to the pool after a clean turn, else recycled."""
+        if self.workspace is not None:
+            await self.workspace.close()  # its terminals die with the run
         agent = self.agent
         if agent is None:
             await super().close()  # (a spawn that never became an agent process)
@@ -219,7 +246,10 @@ class AcpRun(SubprocessRun):
         await pool.release(agent, reuse=reuse, reason=reason)
 
     def kill_now(self) -> None:
-        """SIGKILL the agent's tree (a pooled one only while this run holds it)."""
+        """SIGKILL the agent's tree (a pooled one only while this run holds it) and
+        every terminal's."""
+        if self.workspace is not None:
+            self.workspace.kill_now()
         if self.pool is None or not self._released:
             super().kill_now()
 
@@ -265,10 +295,26 @@ class AcpRun(SubprocessRun):
         self.fold.feed(message)
 
     async def on_request(self, method: str, params: Any) -> Any:
-        """A request of the agent about this run's session: permission by policy."""
+        """A request of the agent about this run's session: permission by policy;
+        ``fs/*`` and ``terminal/*`` by the shared workspace (``workspace = "shared"``)."""
         if method == "session/request_permission":
             return self._permission(params)
+        if method in WORKSPACE_METHODS and self.config.workspace == "shared":
+            return await self._shared().handle(method, params)
         raise RemoteError(-32601, f"Method not found: {method}")
+
+    def _shared(self) -> SharedWorkspace:
+        if self.workspace is None:
+            self.workspace = SharedWorkspace(
+                parent=self.request.parent,
+                names=self.config.workspace_tools,
+                signal=self.stop,
+                prefix=self.handle.id if self.handle is not None else self.provider,
+                read_only=self.policy.mode == "read-only",
+                max_bytes=self.config.max_message_bytes,
+                emit=lambda: self.fold.emit,
+            )
+        return self.workspace
 
     def _permission(self, params: Any) -> dict[str, Any]:
         options = params.get("options") if isinstance(params, dict) else None
@@ -290,6 +336,17 @@ class AcpRun(SubprocessRun):
         parts = [f"{count} answered {kind}" for kind, count in self.decisions.items()]
         policy = self.config.permission
         return f"{text}\npermission requests ({policy} policy): " + ", ".join(parts)
+
+
+def _budget_stop(response: dict[str, Any]) -> str | None:
+    """The diagnostic of a turn a dsh child stopped at its budget
+    (``_meta.dsh.stopReason = "budget"``), else None."""
+    meta = response.get("_meta")
+    dsh = meta.get("dsh") if isinstance(meta, dict) else None
+    if not isinstance(dsh, dict) or dsh.get("stopReason") != "budget":
+        return None
+    diagnostic = dsh.get("diagnostic")
+    return str(diagnostic) if diagnostic else "the agent stopped at its budget"
 
 
 def _usage_of(usage: Any) -> SubagentUsage:

@@ -56,6 +56,8 @@ class RunFold:
         self._streamed: list[str] = []  # text deltas of the top-level model call under way
         self._calls: dict[str | None, dict[str, Any]] = {}  # its usage so far, per agent
         self._used = SubagentUsage()  # usage of the model calls finished so far
+        self.calls = 0
+        """Model calls finished so far (its Task agents' too)."""
         self._tools: dict[str, str] = {}  # tool call id → name, reported and not finished
 
     def feed(self, message: object, emit: Emit | None) -> None:
@@ -98,6 +100,7 @@ class RunFold:
         elif kind == "message_delta":
             call = {**self._calls.pop(agent, {}), **(event.get("usage") or {})}
             self._used += _usage_of(call)
+            self.calls += 1
             if emit is not None:
                 emit(SubagentProgress("usage", usage=self._used))
 
@@ -148,6 +151,11 @@ class RunFold:
         """What the child said last: the text streamed so far of the model call under
         way, else the last complete assistant text."""
         return "".join(self._streamed).strip() or self.last_text
+
+    def running(self) -> SubagentUsage:
+        """The usage of the model calls finished so far (no cost: that comes with
+        the result)."""
+        return self._used
 
     def usage(self) -> SubagentUsage:
         """The result's usage and cost; before a result, the model calls finished so far

@@ -9,7 +9,6 @@ from types import ModuleType
 import anyio
 
 from dsh.subagent import (
-    NO_START_CAPABILITIES,
     InvalidRequest,
     SubagentCapabilities,
     SubagentRun,
@@ -21,6 +20,9 @@ from dsh.subagent_claude_code._command import resolve_cli
 from dsh.subagent_claude_code._config import ClaudeCodeConfig
 
 __all__ = ["ClaudeCodeProvider"]
+
+_BUDGET_ONLY = SubagentCapabilities(budget=True)
+"""A budget is enforced from this side (the run's ``budget_caps``); nothing else."""
 
 _RUN_MODULE = "dsh.subagent_claude_code._run"
 
@@ -38,7 +40,8 @@ class ClaudeCodeProvider:
 
     The child starts fresh (it does not see the parent's history) in the
     parent's cwd, with the permission policy of its config; it honours none of
-    the optional start fields (:data:`~dsh.subagent.NO_START_CAPABILITIES`).
+    the optional start fields but ``budget`` (tokens, time and model calls, enforced
+    from this side from the usage the CLI reports as it goes).
     """
 
     inherits_parent_context = False
@@ -46,7 +49,7 @@ class ClaudeCodeProvider:
     def __init__(self, config: ClaudeCodeConfig | None = None) -> None:
         self.config = config or ClaudeCodeConfig()
         self.name = self.config.name
-        self.capabilities: SubagentCapabilities = NO_START_CAPABILITIES
+        self.capabilities: SubagentCapabilities = _BUDGET_ONLY
         self.max_running: int | None = process_max_running()
         """Default cap on running children: the cores (a preset's caps override it)."""
 

@@ -54,6 +54,9 @@ class ClaudeCodeRun(SubprocessRun):
     """The CLI as the run's child process; the SDK's ``query`` drives the turn."""
 
     config: ClaudeCodeConfig
+    budget_caps = frozenset(("tokens", "seconds", "turns"))
+    """Enforced from this side: the CLI reports each model call's usage as it ends
+    (its Task agents' too); its cost only with the result, its delegations not."""
 
     def __init__(self, request: SubagentStartRequest, config: ClaudeCodeConfig, cli: str) -> None:
         super().__init__(config.name, request, config)
@@ -98,6 +101,8 @@ class ClaudeCodeRun(SubprocessRun):
                     handle = self.handle
                     wanted = handle is not None and handle.wants_progress
                     self.fold.feed(message, handle.emit if handle is not None and wanted else None)
+                    if self.budget is not None:  # (a cap reached stops the run)
+                        self.report_usage(self.fold.running(), self.fold.calls)
                     if isinstance(message, ResultMessage):
                         break  # the answer is in; teardown lets the CLI exit on stdin EOF
             except ClaudeSDKError as exc:

@@ -6,7 +6,6 @@ import functools
 
 from dsh.core import Context, EffectScope, Plugin
 from dsh.subagent import (
-    NO_START_CAPABILITIES,
     SubagentCapabilities,
     SubagentRun,
     SubagentRuntime,
@@ -20,14 +19,18 @@ from dsh.subprocess import PoolsByContext, ProcessPool, provider_env, provider_s
 
 __all__ = ["CodexProvider", "plugin"]
 
+_BUDGET_ONLY = SubagentCapabilities(budget=True)
+"""A budget is enforced from this side (the run's ``budget_caps``); nothing else."""
+
 
 class CodexProvider:
     """Runs each delegated task as a one-shot ``codex app-server`` child.
 
     One process per run: ``initialize``, an ephemeral thread in the child cwd
     (config ``cwd``, else the parent session's), one turn with the prompt, the
-    last completed agent message as the output. No start capabilities: codex
-    manages its own depth, tools and persona.
+    last completed agent message as the output. One start capability, ``budget``
+    (tokens and time, enforced from this side from the usage codex reports as it
+    goes); codex manages its own depth, tools and persona.
 
     With ``pool.size`` > 0 each context keeps that many handshaken app-servers
     (:meth:`pool`); a run takes one, starts its own thread on it, and gives it back.
@@ -42,7 +45,7 @@ class CodexProvider:
     def __init__(self, config: CodexConfig | None = None) -> None:
         self.config = config or CodexConfig()
         self.name = self.config.name
-        self.capabilities: SubagentCapabilities = NO_START_CAPABILITIES
+        self.capabilities: SubagentCapabilities = _BUDGET_ONLY
         self.max_running: int | None = process_max_running()
         """Default cap on running children: the cores (a preset's caps override it)."""
         self._pools: PoolsByContext[CodexAppServer] | None = (

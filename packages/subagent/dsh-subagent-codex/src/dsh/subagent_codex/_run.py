@@ -69,6 +69,9 @@ class CodexRun(SubprocessRun):
     """The connection and turn state of one codex run (see the module docstring)."""
 
     config: CodexConfig
+    budget_caps = frozenset(("tokens", "seconds"))
+    """Enforced from this side: codex reports its thread's tokens as it goes
+    (``thread/tokenUsage/updated``), not its cost, model calls or delegations."""
 
     def __init__(
         self,
@@ -341,6 +344,8 @@ class CodexRun(SubprocessRun):
         if tracker.feed(note):
             self._turn_done.set()
             self._wake.set()
+        if note.method == "thread/tokenUsage/updated" and tracker.usage is not None:
+            self.report_usage(tracker.usage)  # (a budget's cap stops the run here)
         handle = self.handle
         if handle is not None and handle.wants_progress:
             item = tracker.progress(note)

@@ -128,7 +128,10 @@ class InProcessProvider:
                 handle.descriptor["budget"] = budget.to_json()
         handle.unlink = request.signal.on_abort(child.cancel)
         handle.watch()
-        child.start(request.prompt_blocks)  # its own task: a waiter giving up must not stop it
+        # The turn starts at the loop's next iteration, or when the result is first
+        # awaited (start_now): after the caller had the run (progress from its first
+        # item), and always in a task of its own (a waiter giving up must not stop it).
+        child.start(request.prompt_blocks, soon=True)
         return handle.run
 
     async def prepare_continuable(
@@ -264,7 +267,7 @@ def _descriptor(
         "run_id": child.id,
         "provider": provider.name,
         "parent_session": parent.id,
-        "depth": child.depth,
+        "depth": int(meta.get("delegation_depth", 0)),  # (child.depth, without the call)
         "max_depth": meta.get("max_depth"),
         "label": request.label,
         "seed_length": meta.get("seed_length", 0),
@@ -402,6 +405,13 @@ class _ChildHandle(RunHandle):
                 child.unobserve(self)
 
     # -- RunHandle hooks -------------------------------------------------------------
+
+    def start_now(self) -> None:
+        """The result is awaited: the child's pending turn starts now (its first step at
+        once, in a task of its own: a turn that never waits has ended on return)."""
+        child = self.child
+        if child is not None:
+            child.start_driver()
 
     def _start_progress(self) -> Callable[[], None] | None:
         child = self.child

@@ -28,6 +28,7 @@ from dsh.subagent._run import RunHandle, SubagentRun, handle_of
 from dsh.subagent._types import SubagentResult, SubagentStartRequest
 
 if TYPE_CHECKING:
+    from dsh.subagent._meter import BudgetMeter
     from dsh.subagent._provider import SubagentProvider
 
 __all__ = ["Admission", "Gate", "GatesOf", "QueuedHandle", "Started", "process_max_running"]
@@ -280,6 +281,7 @@ class QueuedHandle(RunHandle):
         "_task",
         "_unlink",
         "_unwatch",
+        "charged",
         "gates",
         "inner",
         "position",
@@ -308,6 +310,8 @@ class QueuedHandle(RunHandle):
         self.position = 0
         self.root: str | None = None
         """The root agent whose descendants budget this run was counted in."""
+        self.charged: BudgetMeter | None = None
+        """The budget meter this run was counted in as a delegation (``children``)."""
         self._queued_at = time.monotonic()
         self._task: asyncio.Task[None] | None = None
         self._unwatch = signal.on_abort(self._on_abort)
@@ -362,6 +366,8 @@ class QueuedHandle(RunHandle):
     def _start_failed(self, exc: BaseException) -> None:
         self.state = _DONE
         self._admission._refund(self.root)
+        if self.charged is not None:
+            self.charged.refund_child()
         self._admission.release(self.gates)
         signal = self._inner_signal
         if signal.aborted or isinstance(exc, StartAborted):

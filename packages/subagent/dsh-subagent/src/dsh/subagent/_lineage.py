@@ -14,6 +14,10 @@ parent's own lineage sets one (``max_depth = "provider-managed"``), it is
 (an ``acp`` row whose agent is ``dsh acp`` with the same preset) stops at that depth
 whatever each preset says; only a numeric ``max_depth`` on the delegating row raises it.
 
+A :class:`~dsh.subagent.Budget` on the request (already capped by what the parent's
+tree has left) travels in the metadata too (``_meta.dsh.budget``): a ``dsh acp``
+child puts its session's agent and everything it delegates under it.
+
 The descendants budget (``max_descendants``) is a snapshot: the runs the parent's
 tree may still start when this child starts (the child itself already counted). The
 child's process caps its own tree at that number; it does not report back what it
@@ -27,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dsh.subagent._types import Budget
 from dsh.subagent._validation import effective_max_depth
 
 if TYPE_CHECKING:
@@ -60,12 +65,14 @@ DEFAULT_MAX_DEPTH = 5
 class Lineage:
     """Where a child sits in a delegation tree: its ``depth`` (root agent 0), the
     ``max_depth`` it inherited (None: none), the parent's session id, and the
-    descendants budget it inherited (``max_descendants``; None: none)."""
+    descendants budget it inherited (``max_descendants``; None: none), and the
+    :class:`~dsh.subagent.Budget` the child runs under (None: none)."""
 
     depth: int = 0
     max_depth: int | None = None
     parent_session: str | None = None
     max_descendants: int | None = None
+    budget: Budget | None = None
 
     @classmethod
     def of_request(cls, request: SubagentStartRequest) -> Lineage:
@@ -80,7 +87,7 @@ class Lineage:
         limit = effective_max_depth(meta, request.max_depth)
         if limit is None:
             limit = DEFAULT_MAX_DEPTH
-        return cls(parent.depth + 1, limit, parent.id, budget)
+        return cls(parent.depth + 1, limit, parent.id, budget, request.budget)
 
     def env(self) -> dict[str, str]:
         """Environment entries for a child process."""
@@ -95,7 +102,7 @@ class Lineage:
 
     def meta(self) -> dict[str, Any]:
         """The ``dsh`` object for protocol metadata (``{"depth", "maxDepth",
-        "parentSession", "maxDescendants"}``)."""
+        "parentSession", "maxDescendants", "budget"}``)."""
         data: dict[str, Any] = {"depth": self.depth}
         if self.max_depth is not None:
             data["maxDepth"] = self.max_depth
@@ -103,6 +110,8 @@ class Lineage:
             data["parentSession"] = self.parent_session
         if self.max_descendants is not None:
             data["maxDescendants"] = self.max_descendants
+        if self.budget is not None:
+            data["budget"] = self.budget.to_json()
         return data
 
     def session_meta(self) -> dict[str, Any]:
@@ -141,11 +150,15 @@ class Lineage:
         limit = data.get("maxDepth")
         parent = data.get("parentSession")
         budget = data.get("maxDescendants")
+        caps = data.get("budget")
+        if caps is not None and not isinstance(caps, Mapping):
+            raise ValueError(f"_meta.dsh.budget must be an object of caps, got {caps!r}")
         return cls(
             depth,
             _non_negative(limit, "_meta.dsh.maxDepth") if limit is not None else None,
             parent if isinstance(parent, str) else None,
             _non_negative(budget, "_meta.dsh.maxDescendants") if budget is not None else None,
+            _budget(caps) if caps else None,
         )
 
     def deeper_than_allowed(self) -> str | None:
@@ -163,6 +176,23 @@ def plain_value(value: Any) -> Any:
     if isinstance(value, Mapping):  # Struct (a registered Mapping)
         return {str(key): plain_value(item) for key, item in value.items()}
     return [plain_value(item) for item in value]  # ListValue
+
+
+_WHOLE_CAPS = frozenset(("tokens", "children", "turns"))
+
+
+def _budget(caps: Mapping[str, Any]) -> Budget:
+    # (A2A metadata is a protobuf Struct: its numbers arrive as floats)
+    values = {
+        str(key): int(value)
+        if key in _WHOLE_CAPS and isinstance(value, float) and value.is_integer()
+        else value
+        for key, value in caps.items()
+    }
+    try:
+        return Budget.from_json(values)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"_meta.dsh.budget: {exc}") from None
 
 
 def _non_negative(value: object, what: str) -> int:

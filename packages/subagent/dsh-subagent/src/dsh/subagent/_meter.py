@@ -28,12 +28,13 @@ from dsh.subagent._errors import CapacityExceeded, UnsupportedCapability
 from dsh.subagent._types import Budget
 
 if TYPE_CHECKING:
-    from dsh.core import Agent
+    from dsh.core import Agent, Context
     from dsh.core.sessions import Event
+    from dsh.subagent._progress import SubagentUsage
     from dsh.subagent._provider import SubagentProvider
     from dsh.subagent._types import SubagentStartRequest
 
-__all__ = ["BudgetMeter", "BudgetMeters", "Deadlines"]
+__all__ = ["BudgetMeter", "BudgetMeters", "Deadlines", "spent_against"]
 
 _CHECKPOINTS = frozenset(("tool/call", "tool/result", "turn/start"))
 """Events after which the agent calls a tool or the model again: a reached cap stops it."""
@@ -121,13 +122,35 @@ class BudgetMeter:
             if cost is not None:
                 meter.usd += cost
             meter = meter.parent
-        if cost is None and (tokens or not usage) and self.budget.usd is not None:
+        capped = self._usd_cap() if cost is None and (tokens or not usage) else None
+        if capped is not None:
             self.trip(
                 "error",
-                f"usd budget ${self.budget.usd:.2f} cannot be enforced: the model reported no"
+                f"usd budget ${capped:.2f} cannot be enforced: the model reported no"
                 " cost (cost_usd) for a call; use a model whose adapter prices its calls, or"
                 " remove the usd cap",
             )
+
+    def charge(self, tokens: int = 0, usd: float = 0.0, turns: int = 0) -> bool:
+        """Count what a child in another process reported spending (tokens, cost,
+        model calls) here and in every meter above, then :meth:`check`: True if the
+        run must stop."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            meter.tokens += tokens
+            meter.usd += usd
+            meter.turns += turns
+            meter = meter.parent
+        return self.check()
+
+    def _usd_cap(self) -> float | None:
+        """The ``usd`` cap of this meter or the nearest one above (None: none)."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            if meter.budget.usd is not None:
+                return meter.budget.usd
+            meter = meter.parent
+        return None
 
     def charge_child(self) -> None:
         """Count a delegation started below this meter's run; raises
@@ -148,6 +171,13 @@ class BudgetMeter:
             meter.children += 1
             meter = meter.parent
 
+    def refund_child(self) -> None:
+        """Uncount a delegation :meth:`charge_child` counted whose start failed."""
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            meter.children = max(meter.children - 1, 0)
+            meter = meter.parent
+
     def check(self) -> bool:
         """Trip the first meter (this one, then up) whose cap is reached; True if this
         run must stop."""
@@ -155,7 +185,8 @@ class BudgetMeter:
             return True
         meter: BudgetMeter | None = self
         while meter is not None:
-            if meter.tripped is not None:
+            if meter.tripped is not None:  # a budget above ran out: this run stops too
+                self.trip(*meter.tripped)
                 return True
             reached = meter.reached()
             if reached is not None:
@@ -262,6 +293,23 @@ def _no_stop(diagnostic: str) -> None:
     return None
 
 
+def spent_against(
+    budget: Budget, meter: BudgetMeter | None, usage: SubagentUsage | None, seconds: float
+) -> dict[str, Any]:
+    """What a run spent against each cap its budget sets: ``{cap: spent}``. From its
+    meter (a run in this process); else from its usage and wall time (a run in another
+    process: its model calls and delegations are not known here, and are left out)."""
+    if meter is not None:
+        spent = meter.spent()
+    else:
+        spent = {"seconds": round(seconds, 3)}
+        if usage is not None:
+            spent["tokens"] = usage.input_tokens + usage.output_tokens
+            if usage.cost_usd is not None:
+                spent["usd"] = usage.cost_usd
+    return {name: spent[name] for name in budget.to_json() if name in spent}
+
+
 _COMPACT_AT = 64
 """Stale entries :class:`Deadlines` tolerates before it rebuilds its heap (and 4x the
 live ones)."""
@@ -335,12 +383,42 @@ class Deadlines:
 class BudgetMeters:
     """The meters of live budgeted runs and budgeted root agents, by agent id."""
 
-    __slots__ = ("_deadlines", "by_agent")
+    __slots__ = ("_deadlines", "by_agent", "context")
 
     def __init__(self) -> None:
         self.by_agent: dict[str, BudgetMeter] = {}
         """The meters by agent id (empty: no budget anywhere; starts then skip budgets)."""
         self._deadlines = Deadlines()
+        self.context: BudgetMeter | None = None
+        """The meter of the context's budget (``Context.open(budget=...)``; None: none)."""
+
+    def open_context(self, ctx: Context, budget: Budget) -> BudgetMeter:
+        """Put the whole context under ``budget``: every root agent created from now on
+        gets a meter below the context's, so its model calls and everything it
+        delegates count; a reached cap cancels every root agent (and so its tree)."""
+
+        def stop(diagnostic: str) -> None:
+            for agent in ctx.agents.list():
+                if agent.parent_id is None:
+                    agent.cancel(diagnostic)
+
+        context = self.context = BudgetMeter(budget, None, stop, self._deadlines)
+
+        def created(agent: Agent) -> None:
+            if agent.parent_id is not None or agent.id in self.by_agent:
+                return
+            meter = BudgetMeter(Budget(), context, agent.cancel, self._deadlines)
+            self.by_agent[agent.id] = meter
+            unobserve = agent.observe(meter.observe, deltas=False)
+
+            async def closed() -> None:
+                unobserve()
+                self.close(agent.id, meter)
+
+            agent.on_close(closed)
+
+        ctx.agents.on_create(created)
+        return context
 
     def get(self, agent_id: str) -> BudgetMeter | None:
         """The meter of agent ``agent_id`` (None: not metered)."""
@@ -348,13 +426,14 @@ class BudgetMeters:
 
     def prepare(
         self, name: str, provider: SubagentProvider, request: SubagentStartRequest
-    ) -> SubagentStartRequest:
+    ) -> tuple[SubagentStartRequest, BudgetMeter | None]:
         """The request a provider gets under a budget: its ``budget`` capped by what
-        the parent's tree has left, and the delegation counted against ``children``.
-        Unchanged when neither the request nor the parent's tree has a budget."""
+        the parent's tree has left, and the delegation counted against ``children``;
+        and the meter it was counted in (to :meth:`BudgetMeter.refund_child` if the
+        start fails). Unchanged (and None) when the parent's tree has no budget."""
         parent = self.by_agent.get(request.parent.id)
         if parent is None:
-            return request
+            return request, None
         if not provider.capabilities.budget:
             raise UnsupportedCapability(
                 f'subagent provider "{name}" does not support the "budget" capability,'
@@ -362,18 +441,37 @@ class BudgetMeters:
                 " an in-process provider (spawn, fork) under a budget"
             )
         parent.charge_child()
-        remaining = parent.remaining()
+        try:
+            remaining = parent.remaining()
+        except BaseException:
+            parent.refund_child()
+            raise
         from dataclasses import replace  # (only budgeted starts pay)
 
-        return replace(request, budget=(request.budget or Budget()).within(remaining))
+        budget = (request.budget or Budget()).within(remaining)
+        return replace(request, budget=budget), parent
 
-    def open(self, agent: Agent, budget: Budget, stop: Stop) -> BudgetMeter:
-        """A meter for ``agent`` (below its parent's meter, if any)."""
+    def open(
+        self, agent: Agent, budget: Budget, stop: Stop, above: BudgetMeter | None = None
+    ) -> BudgetMeter:
+        """A meter for ``agent`` (below its parent's meter, if any, or ``above``)."""
         parent_id = agent.parent_id
-        parent = self.by_agent.get(parent_id) if parent_id is not None else None
+        parent = self.by_agent.get(parent_id) if parent_id is not None else above
         meter = BudgetMeter(budget, parent, stop, self._deadlines)
         self.by_agent[agent.id] = meter
         return meter
+
+    def open_remote(self, parent_id: str, budget: Budget, stop: Stop) -> BudgetMeter:
+        """A meter for a run in another process started by agent ``parent_id`` (below
+        that agent's meter, if any); not kept by agent id (the run has no agent here).
+        Close it with :meth:`close_remote`."""
+        return BudgetMeter(budget, self.by_agent.get(parent_id), stop, self._deadlines)
+
+    def close_remote(self, meter: BudgetMeter) -> None:
+        """The remote run settled: no timer, no stop."""
+        meter.release()
+        if meter.deadline is not None:
+            self._deadlines.discard(meter)
 
     def close(self, agent_id: str, meter: BudgetMeter) -> None:
         """Forget ``agent_id``'s meter (its run settled); stops its time cap."""

@@ -54,6 +54,7 @@ import anyio
 from dsh.subagent._diagnostics import redact_secrets
 from dsh.subagent._errors import StartAborted, StartFailed, SubagentError
 from dsh.subagent._progress import SubagentUsage
+from dsh.subagent._remote_budget import ALL_CAPS, RemoteBudget, check_caps
 from dsh.subagent._remote_config import RemoteTimeouts, Stages
 from dsh.subagent._remote_tasks import (
     retrieve_outcome,
@@ -78,6 +79,9 @@ _CLOSE_AFTER_KILL = 5.0
 class RemoteRun(abc.ABC):
     """One run of a child outside this process (see the module docstring)."""
 
+    budget_caps: frozenset[str] = ALL_CAPS
+    """The budget caps the run enforces; any other is refused before anything starts."""
+
     def __init__(
         self, provider: str, request: SubagentStartRequest, timeouts: RemoteTimeouts
     ) -> None:
@@ -101,6 +105,8 @@ class RemoteRun(abc.ABC):
         self._turn: asyncio.Task[SubagentResult] | None = None
         self._finishing: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None
+        self.budget: RemoteBudget | None = None
+        """The run's budget, enforced from this side once published (:meth:`report_usage`)."""
 
     # -- hooks ------------------------------------------------------------------------
 
@@ -158,6 +164,12 @@ class RemoteRun(abc.ABC):
         disposer run at settlement. Default: nothing (check ``handle.wants_progress``)."""
         return None
 
+    def report_usage(self, usage: SubagentUsage, turns: int | None = None) -> None:
+        """The child's cumulative usage (and model calls) so far: a reached cap of the
+        run's budget stops it, settling ``budget``. A no-op without a budget."""
+        if self.budget is not None:
+            self.budget.report(usage, turns)
+
     # -- the lifecycle -----------------------------------------------------------------
 
     async def launch(self) -> SubagentRun:
@@ -180,6 +192,8 @@ class RemoteRun(abc.ABC):
         signal = self.request.signal
         if signal.aborted:
             raise StartAborted(f"subagent start aborted: {signal.reason}")
+        if self.request.budget is not None:
+            check_caps(self.provider, self.request.budget, self.budget_caps)
         aborted = anyio.CancelScope()
         unlink = signal.on_abort(lambda _reason: aborted.cancel())
         timer = anyio.CancelScope(deadline=anyio.current_time() + self.timeouts.start_timeout)
@@ -232,6 +246,12 @@ class RemoteRun(abc.ABC):
             raise
         self.handle = handle
         self.published = True
+        budget = self.request.budget
+        if budget is not None:
+            from dsh.subagent._runtime import SubagentRuntime  # (only budgeted runs pay)
+
+            meters = SubagentRuntime.of(self.request.parent.ctx).meters
+            self.budget = RemoteBudget(meters, self.request.parent.id, budget, self.stop.abort)
         self._driver = driver
         driver.add_done_callback(self._driver_done)
         return handle.run
@@ -265,7 +285,9 @@ class RemoteRun(abc.ABC):
         caller's at once."""
         handle = self.handle
         assert handle is not None
-        failure = result.stop_reason not in ("completed", "aborted")
+        if self.budget is not None:
+            result = self.budget.settle(result)
+        failure = result.stop_reason not in ("completed", "aborted", "budget")
         if not failure:
             handle.settle(result)
         try:

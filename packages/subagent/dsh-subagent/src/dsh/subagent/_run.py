@@ -79,10 +79,12 @@ class _Result:
     def __await__(self) -> Generator[Any, None, SubagentResult]:
         handle = self._handle
         if not handle._settled:
+            handle.start_now()  # (an in-process child that never waits settles right here)
+        if not handle._settled:
             # Yield once first (what ``asyncio.sleep(0)`` does, without its two calls):
-            # a child whose task is already scheduled (an in-process child's first
-            # step) and ends in that step has settled when this waiter resumes, in
-            # the same loop iteration, without a future or a wake-up.
+            # a child whose task is already scheduled and ends in its next step has
+            # settled when this waiter resumes, in the same loop iteration, without a
+            # future or a wake-up.
             yield
             if not handle._settled:
                 yield from handle._wait().__await__()
@@ -224,6 +226,12 @@ class RunHandle(ProgressHub):
         if self._disposed:
             self._observer = None
             observer.disposed()
+
+    def start_now(self) -> None:
+        """Someone awaits the result: start the child now if its start is pending (an
+        in-process provider starts its child's turn at the loop's next iteration, so
+        that whoever got the run can subscribe to its progress first, or at once when
+        its result is awaited). Default: nothing."""
 
     # -- settlement ------------------------------------------------------------------
 

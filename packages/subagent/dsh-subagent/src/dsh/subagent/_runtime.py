@@ -91,10 +91,14 @@ class SubagentRuntime:
             refund=self._refund,
             started=self._started,
         )
-        self._tree = RunTree(ctx.events, self._admission.release)
         self._budget = DescendantsBudget(ctx)
         self.meters = BudgetMeters()
         """Budget meters of live budgeted runs and root agents (empty: no budget set)."""
+        self._tree = RunTree(ctx.events, self._admission.release, self.meters)
+        tree_budget = getattr(ctx, "tree_budget", None)
+        if tree_budget is not None:  # Context.open(budget=...)
+            check_budget(tree_budget)
+            self.meters.open_context(ctx, tree_budget)
         self._caps: dict[str, int | None] = {}
         """Configured caps by provider name (None: no cap), over the providers' own."""
         self._gates: dict[str, tuple[Gate, ...]] = {}
@@ -241,8 +245,9 @@ class SubagentRuntime:
         A start that raises emits nothing and leaves nothing running.
         """
         provider = self.check_start(name, request)
+        charged: BudgetMeter | None = None
         if request.budget is not None or self.meters.by_agent:  # (no budget anywhere: no work)
-            request = self.meters.prepare(name, provider, request)
+            request, charged = self.meters.prepare(name, provider, request)
         gates = self._gates.get(name)
         if gates is None:
             gates = self._gates_for(name)
@@ -251,7 +256,7 @@ class SubagentRuntime:
         root = self._budget.take(request.parent)
         if gates:
             if not has_room(gates):
-                return self._enqueue(provider, request, gates, root)
+                return self._enqueue(provider, request, gates, root, charged)
             Admission.take(gates)
         try:
             run = await provider.start(request)
@@ -259,6 +264,8 @@ class SubagentRuntime:
             if gates:
                 self._admission.release(gates)
             self._budget.refund(root)
+            if charged is not None:  # the children count goes back: nothing started
+                charged.refund_child()
             raise
         self._tree.observe(run, request, gates)
         return run
@@ -269,10 +276,12 @@ class SubagentRuntime:
         request: SubagentStartRequest,
         gates: tuple[Gate, ...],
         root: str | None,
+        charged: BudgetMeter | None = None,
     ) -> SubagentRun:
         """Publish a run that waits for a slot (state ``queued``)."""
         handle = QueuedHandle(self._admission, provider, request, gates)
         handle.root = root
+        handle.charged = charged
         run = handle.run
         self._admission.enqueue(handle)
         self._tree.observe(run, request, queued=True)  # (a sink gets the queued item at once)
@@ -353,7 +362,8 @@ class SubagentRuntime:
         (its turn ends ``aborted`` with the cap in the error; :meth:`budget_verdict`
         says which) and so its whole tree. The disposer lifts the budget."""
         check_budget(budget)
-        if self.meters.get(agent.id) is not None:
+        above = self.meters.get(agent.id)
+        if above is not None and above.parent is not self.meters.context:
             raise ValueError(f"agent {agent.id} already has a budget")
         if budget.usd is not None and getattr(agent.model.adapter, "reports_cost", None) is False:
             raise InvalidRequest(
@@ -361,12 +371,14 @@ class SubagentRuntime:
                 f" ({type(agent.model.adapter).__name__}) reports no cost; remove the usd cap"
                 " or use a priced model"
             )
-        meter = self.meters.open(agent, budget, agent.cancel)
+        meter = self.meters.open(agent, budget, agent.cancel, above)
         unobserve = agent.observe(meter.observe, deltas=False)
 
         def lift() -> None:
             unobserve()
             self.meters.close(agent.id, meter)
+            if above is not None and not above.tripped:  # (back under the context's budget)
+                self.meters.by_agent.setdefault(agent.id, above)
 
         return lift
 

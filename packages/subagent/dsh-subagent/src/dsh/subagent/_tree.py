@@ -15,15 +15,17 @@ small record, two dict entries while the run lives; no progress is routed or map
 from __future__ import annotations
 
 import builtins
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dsh.subagent._admission import Gate
 from dsh.subagent._diagnostics import cap_diagnostic, redact_secrets
 from dsh.subagent._ledger import UsageLedger
+from dsh.subagent._meter import BudgetMeters, spent_against
 from dsh.subagent._progress import SubagentProgress
 from dsh.subagent._run import RunHandle, SubagentRun, handle_of
-from dsh.subagent._types import SubagentResult, SubagentStartRequest
+from dsh.subagent._types import Budget, SubagentResult, SubagentStartRequest
 
 if TYPE_CHECKING:
     from dsh.core import Agent, EventBus
@@ -44,9 +46,17 @@ _MAX_CHAIN = 256
 class RunTree:
     """The runtime's published runs (see the module docstring)."""
 
-    __slots__ = ("_bus", "_by_child", "_lineage", "_live", "_release", "ledger")
+    __slots__ = ("_bus", "_by_child", "_lineage", "_live", "_release", "ledger", "meters")
 
-    def __init__(self, bus: EventBus, release: Callable[[tuple[Gate, ...]], None]) -> None:
+    def __init__(
+        self,
+        bus: EventBus,
+        release: Callable[[tuple[Gate, ...]], None],
+        meters: BudgetMeters | None = None,
+    ) -> None:
+        self.meters = meters
+        """The runtime's budget meters (a budgeted run's ``subagent/end`` says what it
+        spent against each cap)."""
         self._bus = bus
         self._release = release
         self._live: dict[str, _Observed] = {}
@@ -100,10 +110,15 @@ class RunTree:
         lineage = self._lineage.get(parent_id)
         above_agents = (parent_id, *lineage) if lineage else (parent_id,)
         observed = _Observed(self, handle, run.id, parent, above_agents, request.label)
+        if request.budget is not None:
+            observed.budget = request.budget
+            observed.started = time.monotonic()
         if bus.has_listeners(EVENT_START):
             base = observed.data()
             if queued:
                 base["state"] = "queued"
+            if request.budget is not None:
+                base["budget"] = request.budget.to_json()
             bus.emit(EVENT_START, base, scope=parent_id)
         self._live[run.id] = observed
         observed.gates = observed.held = gates
@@ -208,6 +223,7 @@ class _Observed:
 
     __slots__ = (
         "above",
+        "budget",
         "child_id",
         "gates",
         "handle",
@@ -216,6 +232,7 @@ class _Observed:
         "parent",
         "parent_id",
         "run_id",
+        "started",
         "tree",
     )
 
@@ -241,6 +258,10 @@ class _Observed:
         """Slots to give back when the run's dispose has finished."""
         self.held: tuple[Gate, ...] = ()
         """Slots the run holds (nested runs borrow them)."""
+        self.budget: Budget | None = None
+        """The run's budget (None: none)."""
+        self.started = 0.0
+        """When a budgeted run was published (monotonic clock)."""
 
     def data(self) -> dict[str, Any]:
         """The data ``subagent/start`` and ``subagent/end`` share."""
@@ -279,6 +300,13 @@ class _Observed:
             data["usage"] = result.usage
         else:
             data["diagnostic"] = cap_diagnostic(redact_secrets(f"{type(error).__name__}: {error}"))
+        budget = self.budget
+        if budget is not None:
+            meters = tree.meters
+            meter = meters.get(child_id) if meters is not None and child_id is not None else None
+            usage = result.usage if result is not None else None
+            spent = spent_against(budget, meter, usage, time.monotonic() - self.started)
+            data["budget"] = {"caps": budget.to_json(), "spent": spent}
         bus.emit(EVENT_END, data, scope=self.parent_id)
 
     def disposed(self) -> None:

@@ -5,6 +5,11 @@
   a cancel, an ``aborted`` result that ``turn()`` returns within ``cancel_grace`` is
   the run's (blanks filled from the stop's reason, ``partial_output()``, ``usage()``);
   any other outcome settles ``aborted`` with ``partial_output()`` and ``usage()``.
+  A run whose request has a budget is metered from this side: the transport calls
+  ``report_usage()`` with the child's running usage, a reached cap stops the run
+  (stop reason ``budget``), and ``budget_caps`` names the caps it can enforce (the
+  others are refused at start, ``UNSUPPORTED_CAPABILITY``). :class:`RemoteBudget`
+  is that meter, for a provider that is not a ``RemoteRun``.
 * :class:`RemoteTimeouts` — ``start_timeout`` / ``turn_timeout`` / ``cancel_grace``,
   the same names for every provider (subclass it for your config).
 * :class:`Stages` — name the stage a failure happened in.
@@ -12,7 +17,10 @@
 * :class:`DelegationRelay` — for servers (``dsh acp``, ``dsh a2a``): the delegations
   under a served agent as path-relative progress items, and their usage;
   :func:`turn_usage` — what an agent's own model calls used in a span of its log.
-* :func:`effective_max_depth` — the depth limit a child of a parent runs under;
+* :func:`check_output_schema` — raise :class:`~dsh.subagent.InvalidRequest` unless a
+  value is an object-rooted JSON Schema (what the runtime checks at start; a row's
+  config can check it at load);
+  :func:`effective_max_depth` — the depth limit a child of a parent runs under;
   :class:`Lineage` — depth, limit and descendants budget carried to a child in
   another process (at most :data:`DEFAULT_MAX_DEPTH` deep unless a row sets a number).
 * :data:`LINEAGE_EXTENSION_URI` — the A2A agent card extension of an agent that
@@ -42,9 +50,10 @@ from dsh.subagent._lineage import DEFAULT_MAX_DEPTH, LINEAGE_EXTENSION_URI, Line
 from dsh.subagent._meter import BudgetMeters
 from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
 from dsh.subagent._remote import RemoteRun
+from dsh.subagent._remote_budget import RemoteBudget
 from dsh.subagent._remote_config import DEFAULT_TURN_TIMEOUT, RemoteTimeouts, Stages
 from dsh.subagent._tape_route import TAPE_PROXY_VARIABLE, taped_url
-from dsh.subagent._validation import effective_max_depth
+from dsh.subagent._validation import check_output_schema, effective_max_depth
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
@@ -57,10 +66,12 @@ __all__ = [
     "DelegationRelay",
     "Lineage",
     "RelayWatch",
+    "RemoteBudget",
     "RemoteRun",
     "RemoteTimeouts",
     "Stages",
     "cap_diagnostic",
+    "check_output_schema",
     "clean_text",
     "effective_max_depth",
     "plain_value",

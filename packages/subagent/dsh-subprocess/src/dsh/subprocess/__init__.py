@@ -22,6 +22,9 @@ starts processes:
   many runs, an exit, or idleness; a transport subclasses :class:`PooledProcess`;
   :class:`PoolsByContext` gives a provider one pool per context, closed with it;
   :func:`start_pooled_process` is a pool's ``start`` (spawn, connect, handshake).
+* :class:`Terminal` — a command running in the background with the tail of its
+  output (ACP's ``terminal/*``); a tool offers a :class:`TerminalOpener` under
+  :data:`TERMINAL_EXTENSION` in its ``extensions``.
 
 A watchdog process (started with the first child) kills every child tree of this
 process if this process dies, however it dies; at start it also sweeps trees a
@@ -42,10 +45,12 @@ from dsh.subprocess._sandbox import Sandbox, SandboxUnavailableError, check_sand
 from dsh.subprocess._scan import TAG_VARIABLE
 from dsh.subprocess._supervisor import WATCHDOG_MARK, RunTag, watchdog
 from dsh.subprocess._tail import StderrTail
+from dsh.subprocess._terminal import TERMINAL_EXTENSION, Terminal, TerminalOpener
 
 __all__ = [
     "SAFE_ENV_NAMES",
     "TAG_VARIABLE",
+    "TERMINAL_EXTENSION",
     "WATCHDOG_MARK",
     "ChildProcess",
     "Ending",
@@ -64,6 +69,8 @@ __all__ = [
     "StderrTail",
     "SubprocessConfig",
     "SubprocessRun",
+    "Terminal",
+    "TerminalOpener",
     "check_directory",
     "check_sandbox",
     "provider_env",

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from dsh.subagent import Budget, ToolFilter
+from dsh.subagent import Budget, InvalidRequest, ToolFilter
+from dsh.subagent.kit import check_output_schema
 
 __all__ = ["BudgetConfig", "SubagentToolConfig", "ToolFilterConfig"]
 
@@ -88,6 +89,11 @@ class SubagentToolConfig(BaseModel):
     that has continuable children: ``spawn``, ``fork``)."""
     description: str | None = None
     """Replaces the tool's default description."""
+    output_schema: dict[str, Any] | None = None
+    """A JSON Schema (object-rooted) the child's answer must follow: the child gets a
+    ``structured_output`` tool and the result is that object (needs a provider with the
+    ``output_schema`` capability: spawn, fork; ``dsh mcp`` serves it as the tool's
+    ``outputSchema``)."""
     budget: BudgetConfig | None = None
     """Caps for every child this tool starts, ``{ tokens = 20000, usd = 0.50, seconds =
     300, children = 10, turns = 8 }`` (needs a provider with the ``budget`` capability:
@@ -100,6 +106,16 @@ class SubagentToolConfig(BaseModel):
             raise ValueError(
                 f"max_depth must be a non-negative integer or 'provider-managed', got {value!r}"
             )
+        return value
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                check_output_schema(value)
+            except InvalidRequest as exc:
+                raise ValueError(exc.message) from None
         return value
 
     @property

@@ -56,6 +56,12 @@ def check_compatible(config: SubagentToolConfig, provider: SubagentProvider) -> 
             f' "{provider.name}" lacks; remove persona from this row or use a provider that'
             " has it (spawn, fork)"
         )
+    if config.output_schema is not None and not caps.output_schema:
+        raise SubagentToolError(
+            f'{where}: output_schema needs the "output_schema" capability, which provider'
+            f' "{provider.name}" lacks; remove output_schema from this row or use a provider'
+            " that has it (spawn, fork)"
+        )
     if config.budget is not None and not caps.budget:
         raise SubagentToolError(
             f'{where}: budget needs the "budget" capability, which provider'

@@ -102,6 +102,7 @@ def start_request(
         tctx.signal,
         label=args.description,
         agent_options=config.agent_options,
+        output_schema=config.output_schema,
         max_depth=config.numeric_max_depth,
         tool_filter=config.tool_filter.to_filter() if config.tool_filter else None,
         persona=config.persona,

@@ -22,6 +22,7 @@ from dsh.subagent import (
     SubagentStartRequest,
     SubagentUsage,
 )
+from dsh.subagent.kit import RemoteBudget
 
 __all__ = ["FAIL_PROMPT", "HANG_PROMPT", "ScriptedProvider", "ScriptedProviderConfig", "plugin"]
 
@@ -98,12 +99,19 @@ class ScriptedProvider:
         scope = anyio.CancelScope()
         finished = anyio.Event()
         run_id = f"{self.name}-{next(_ids)}"
+        budget: RemoteBudget | None = None
+        if request.budget is not None:  # (the budget capability: enforced, never ignored)
+            meters = SubagentRuntime.of(request.parent.ctx).meters
+            budget = RemoteBudget(meters, request.parent.id, request.budget, scope.cancel)
+
+        def outcome(result: SubagentResult) -> SubagentResult:
+            return budget.settle(result) if budget is not None else result
 
         def settle() -> None:
             if self.result_error is not None:
                 handle.fail(self.result_error)
             else:
-                handle.settle(self._result_for(request))
+                handle.settle(outcome(self._result_for(request)))
 
         async def hold_open() -> None:
             try:
@@ -114,7 +122,10 @@ class ScriptedProvider:
                     await self.gate.wait()
                     settle()
             finally:
-                handle.settle(SubagentResult.aborted(request.signal.reason or "disposed"))
+                if not handle.settled:
+                    handle.settle(
+                        outcome(SubagentResult.aborted(request.signal.reason or "disposed"))
+                    )
                 finished.set()
 
         async def dispose() -> None:

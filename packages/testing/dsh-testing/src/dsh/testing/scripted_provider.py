@@ -9,6 +9,11 @@ It answers with ``reply`` (or ``respond(request)``), a stop reason, an optional
 structured value and diagnostic. A ``gate`` holds runs open until set; prompts
 ``"hang"`` and ``"fail"`` hold a run open until cancelled and fail it, which
 is what the conformance suite drives. It records every request it started.
+
+With the ``budget`` capability it enforces a request's budget the way an
+out-of-process provider does, from the parent's side (the kit's ``RemoteBudget``):
+a held run is stopped at its time cap (stop reason ``budget``), and the usage of
+its answer counts against every budget above it.
 """
 
 from dsh.testing._scripted_provider import (

@@ -8,7 +8,8 @@ when it lands outside. Writes are checked against the agent's sandbox policy
 (``.git``, ``.dsh`` and the preset files are protected unless ``allow_write`` lists
 them) and replace the file through a rename; hard-linked and special files are
 refused; ``grep`` and ``glob`` are bounded in time. Outputs are capped, with a
-``[truncated: ...]`` marker.
+``[truncated: ...]`` marker; ``read_file``'s result ``data`` also holds the lines
+exactly as in the file (``{"text", "complete"}``), for callers that are not a model.
 
 * :class:`FsConfig` — the plugin's config (``root``, ``tools``, ``prefix``,
   ``max_read_bytes`` and the other caps, ``grep_timeout``, ``allow_write``,

@@ -23,6 +23,7 @@ from dsh.tool_fs._search import LineSearch
 
 __all__ = [
     "Limits",
+    "ReadText",
     "Stopped",
     "glob_paths",
     "grep",
@@ -93,9 +94,21 @@ def _is_binary(head: bytes) -> bool:
 # -- read_file -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ReadText:
+    """What ``read_file`` read: the text for the model, and the lines as they are."""
+
+    shown: str
+    """The lines, with a ``[truncated: ...]`` marker when the file goes on."""
+    exact: str
+    """The lines exactly as in the file (line ends kept; no marker)."""
+    complete: bool
+    """True when ``exact`` is every line asked for: the caps did not cut it short."""
+
+
 def read_file(
     root: Root, path: str, offset: int, limit: int | None, limits: Limits, check: Check
-) -> str:
+) -> ReadText:
     """Lines ``offset``... of a text file, at most ``limit`` lines and
     ``limits.max_read_bytes`` bytes, with a marker saying where to go on when cut."""
     real = root.resolve(path)
@@ -113,7 +126,7 @@ def read_file(
         data = handle.read(max_bytes + 1) if reached else b""
     if not data:
         if offset == 1:
-            return "(the file is empty)"
+            return ReadText("(the file is empty)", "", True)
         raise FsError(
             f"offset {offset} is past the end of {quote(name)}, which has {lines_before} lines"
         )
@@ -127,23 +140,30 @@ def read_file(
     shown = pieces[:lines_wanted]
     if not shown:  # one line longer than the byte cap
         text = tail.decode("utf-8", "ignore")
-        return (
+        return ReadText(
             f"{text}\n[truncated: line {offset} is longer than {max_bytes} bytes; showed its"
-            f" first {max_bytes} bytes; read on with offset={offset + 1}]"
+            f" first {max_bytes} bytes; read on with offset={offset + 1}]",
+            text,
+            False,
         )
     text = b"\n".join(shown).decode("utf-8", "replace")
     last = offset + len(shown) - 1
+    asked_all = limit is not None and len(shown) >= limit
     if len(pieces) > lines_wanted:
-        return (
+        return ReadText(
             f"{text}\n[truncated: showed lines {offset}-{last} (a limit of {lines_wanted} lines);"
-            f" the file goes on: read on with offset={last + 1}]"
+            f" the file goes on: read on with offset={last + 1}]",
+            text + "\n",
+            asked_all,
         )
     if cut:
-        return (
+        return ReadText(
             f"{text}\n[truncated: showed lines {offset}-{last} (a limit of {max_bytes} bytes per"
-            f" call); the file goes on: read on with offset={last + 1}]"
+            f" call); the file goes on: read on with offset={last + 1}]",
+            text + "\n",
+            asked_all,
         )
-    return text
+    return ReadText(text, data.decode("utf-8", "replace"), True)
 
 
 def _seek_line(handle: BinaryIO, offset: int, check: Check) -> tuple[bool, int]:

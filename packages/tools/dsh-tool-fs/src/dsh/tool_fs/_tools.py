@@ -1,5 +1,11 @@
 """The model-facing file tools: argument models, descriptions, titles, permissions.
 
+``read_file``'s result also carries the lines exactly as they are in the file in
+its ``data`` (``{"text": ..., "complete": bool}``: no marker, line ends kept;
+``complete`` is False when the caps cut the lines asked for short), for callers
+that go through the registry rather than the model (the ``acp`` provider serving
+``fs/read_text_file``).
+
 Every call resolves its root (config ``root``, else the calling agent's cwd, else the
 context's), then runs the operation in a worker thread. A cancelled call stops the
 operation at its next check and returns at once.
@@ -15,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.core import AbortSignal, Tool, ToolContext, ToolResult
 from dsh.tool_fs._config import FsConfig, FsToolName
-from dsh.tool_fs._ops import Limits, Stopped, glob_paths, grep, list_dir, read_file
+from dsh.tool_fs._ops import Limits, ReadText, Stopped, glob_paths, grep, list_dir, read_file
 from dsh.tool_fs._paths import FsError, Root
 from dsh.tool_fs._write import WriteGuard, edit_file, write_file
 
@@ -125,7 +131,7 @@ class _Runner:
     async def run(
         self,
         tctx: ToolContext,
-        operation: Callable[[Root, Callable[[], None]], str],
+        operation: Callable[[Root, Callable[[], None]], str | ReadText],
         *,
         abandon: bool = True,
     ) -> ToolResult:
@@ -143,11 +149,11 @@ class _Runner:
             if stop.is_set():
                 raise Stopped
 
-        def work() -> str:
+        def work() -> str | ReadText:
             return operation(Root(directory), check)
 
         try:
-            text = await anyio.to_thread.run_sync(work, abandon_on_cancel=abandon)
+            outcome = await anyio.to_thread.run_sync(work, abandon_on_cancel=abandon)
         except Stopped:
             return ToolResult(f"cancelled: {signal.reason or 'cancelled'}", is_error=True)
         except FsError as exc:
@@ -158,7 +164,11 @@ class _Runner:
         finally:
             stop.set()
             unlink()
-        return ToolResult(text)
+        if isinstance(outcome, ReadText):
+            return ToolResult(
+                outcome.shown, data={"text": outcome.exact, "complete": outcome.complete}
+            )
+        return ToolResult(outcome)
 
 
 def fs_tools(config: FsConfig) -> list[Tool]:

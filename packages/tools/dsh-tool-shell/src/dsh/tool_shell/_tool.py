@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.core import Tool, ToolContext, ToolResult
-from dsh.subprocess import Sandbox, scrubbed_env
+from dsh.subprocess import TERMINAL_EXTENSION, Sandbox, Terminal, scrubbed_env
 from dsh.tool_shell._config import ShellConfig
 from dsh.tool_shell._run import CommandResult, run_command
 
@@ -30,23 +32,59 @@ class ShellArgs(BaseModel):
 def shell_tool(config: ShellConfig) -> Tool:
     """The ``shell`` tool for ``config``."""
 
-    async def run(args: ShellArgs, tctx: ToolContext) -> ToolResult:
+    def where(tctx: ToolContext) -> tuple[str, Sandbox]:
         agent = tctx.agent
         cwd = config.cwd or agent.cwd or agent.ctx.cwd
-        timeout = min(args.timeout or config.timeout, config.max_timeout)
         policy = agent.sandbox.narrowed(config.sandbox, strict=False)
         allow = tuple(os.path.join(cwd, path) for path in config.allow_write)
+        return cwd, Sandbox(policy, allow_write=allow)
+
+    def argv(command: str) -> list[str]:
+        return [config.shell, "-c", "exec 2>&1\n" + command]
+
+    async def run(args: ShellArgs, tctx: ToolContext) -> ToolResult:
+        cwd, sandbox = where(tctx)
+        timeout = min(args.timeout or config.timeout, config.max_timeout)
         result = await run_command(
-            [config.shell, "-c", "exec 2>&1\n" + args.command],
+            argv(args.command),
             cwd=cwd,
             env=scrubbed_env(config.env, passthrough=config.passthrough_env),
             timeout=timeout,
             max_output_bytes=config.max_output_bytes,
             term_grace=config.term_grace,
             signal=tctx.signal,
-            sandbox=Sandbox(policy, allow_write=allow),
+            sandbox=sandbox,
         )
         return _to_tool_result(result, timeout)
+
+    async def open_terminal(
+        arguments: Any,
+        tctx: Any,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        output_byte_limit: int | None = None,
+    ) -> Terminal:
+        """The command of ``arguments`` in the background (:class:`~dsh.subprocess.Terminal`):
+        the tool's shell, environment, sandbox and grace; ``cwd`` replaces the working
+        directory, ``env`` adds variables, and the output kept is at most
+        ``output_byte_limit`` bytes (default: the tool's ``max_output_bytes``)."""
+        args = (
+            arguments if isinstance(arguments, ShellArgs) else ShellArgs.model_validate(arguments)
+        )
+        home, sandbox = where(tctx)
+        variables = scrubbed_env(config.env, passthrough=config.passthrough_env)
+        variables.update(env or {})
+        limit = config.max_output_bytes if output_byte_limit is None else output_byte_limit
+        return await Terminal.start(
+            argv(args.command),
+            cwd=cwd or home,
+            env=variables,
+            output_byte_limit=limit,
+            term_grace=config.term_grace,
+            sandbox=sandbox,
+            what=config.tool_name,
+        )
 
     return Tool.from_model(
         config.tool_name,
@@ -62,6 +100,7 @@ def shell_tool(config: ShellConfig) -> Tool:
         permission="ask",
         kind="execute",
         title=_title,
+        extensions={TERMINAL_EXTENSION: open_terminal},
     )
 
 

@@ -50,6 +50,8 @@ class FunctionCall:
     name: str
     arguments: Mapping[str, Any] | str = field(default_factory=dict)
     call_id: str | None = None
+    namespace: str | None = None
+    """The namespace of a tool the client offered in one (Codex's MCP tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,10 @@ class ResponsesReply:
 
     text: str = ""
     function_calls: Sequence[FunctionCall] = ()
+    items: Sequence[Mapping[str, Any]] = ()
+    """Other output items, sent as they are after the calls (e.g. Codex's
+    ``tool_search_call``: ``{"type": "tool_search_call", "call_id": ..., "execution":
+    "client", "arguments": {"query": ...}, "status": "completed"}``)."""
     usage: Mapping[str, int] | None = None
     """``input_tokens`` / ``output_tokens`` (others derived); default: word counts."""
     text_chunks: int = 3
@@ -230,16 +236,19 @@ class OpenAIResponsesServer(RuleServer[ResponsesRule]):
             arguments = call.arguments
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments, separators=(",", ":"))
-            items.append(
-                {
-                    "id": f"fc_fake{next(self._ids)}",
-                    "type": "function_call",
-                    "status": "completed",
-                    "name": call.name,
-                    "call_id": call.call_id or f"call_fake_{next(self._ids)}",
-                    "arguments": arguments,
-                }
-            )
+            item = {
+                "id": f"fc_fake{next(self._ids)}",
+                "type": "function_call",
+                "status": "completed",
+                "name": call.name,
+                "call_id": call.call_id or f"call_fake_{next(self._ids)}",
+                "arguments": arguments,
+            }
+            if call.namespace is not None:
+                item["namespace"] = call.namespace
+            items.append(item)
+        for raw in reply.items:
+            items.append({"id": f"item_fake{next(self._ids)}", **raw})
         return items
 
     async def _render_failed(
@@ -305,8 +314,13 @@ def _events(
     for index, item in enumerate(output):
         if item["type"] == "message":
             events += _message_events(item, index, seq, reply.text_chunks)
-        else:
+        elif item["type"] == "function_call":
             events += _call_events(item, index, seq, reply.argument_chunks)
+        else:
+            events += [
+                _event("response.output_item.added", seq, output_index=index, item=item),
+                _event("response.output_item.done", seq, output_index=index, item=item),
+            ]
     done = _response(body, response_id, "completed", output, _usage(reply, body))
     events.append(_event("response.completed", seq, response=done))
     return events

@@ -1,5 +1,6 @@
-"""ASGI middleware in front of ``dsh a2a``'s routes: the Host/Origin allow-list and the
-request body cap (with the idle limit on a body that stops arriving).
+"""ASGI middleware in front of a dsh server's routes (``dsh a2a``, ``dsh mcp --http``):
+the Host/Origin allow-list and the request body cap (with the idle limit on a body
+that stops arriving).
 
 * :class:`HostGuard` answers ``403`` to a request whose ``Host`` is not in the
   allow-list, or whose ``Origin`` (when present) is not an http(s) origin on an allowed
@@ -13,7 +14,7 @@ request body cap (with the idle limit on a body that stops arriving).
 
 Both answer in plain text and create no task. A ``413`` keeps the connection open
 so that a client still sending the body it was refused gets to read the answer: the
-protocol (:mod:`dsh.a2a._timeouts`) reads and discards the rest, within bounds.
+server's HTTP protocol (``dsh a2a``'s) reads and discards the rest, within bounds.
 """
 
 from __future__ import annotations
@@ -156,11 +157,13 @@ def _shown(value: str) -> str:
 
 class HostGuard:
     """ASGI middleware: refuse (403) a request whose ``Host`` or ``Origin`` the policy
-    does not allow, before anything else sees it."""
+    does not allow, before anything else sees it (``server``: the command the refusal
+    names, e.g. ``dsh a2a``)."""
 
-    def __init__(self, app: ASGIApp, policy: HostPolicy) -> None:
+    def __init__(self, app: ASGIApp, policy: HostPolicy, *, server: str) -> None:
         self._app = app
         self._policy = policy
+        self._server = server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or self._policy.any_host:
@@ -177,30 +180,33 @@ class HostGuard:
     def _check(self, scope: Scope) -> str | None:
         raw_host = _header(scope, b"host")
         if raw_host is None:
-            return "dsh a2a: a Host header is required"
+            return f"{self._server}: a Host header is required"
         host = host_of(raw_host)
         if host is None or not self._policy.allows_host(host):
             return (
-                f"dsh a2a: Host {_shown(raw_host)} is not allowed (a DNS rebinding guard);"
-                " start dsh a2a with --allow-host NAME to serve it under another name"
+                f"{self._server}: Host {_shown(raw_host)} is not allowed (a DNS rebinding"
+                f" guard); start {self._server} with --allow-host NAME to serve it under"
+                " another name"
             )
         origin = _header(scope, b"origin")
         if origin is not None and not self._policy.allows_origin(origin):
             return (
-                f"dsh a2a: Origin {_shown(origin)} is not allowed; start dsh a2a with"
-                " --allow-origin ORIGIN to accept requests from it"
+                f"{self._server}: Origin {_shown(origin)} is not allowed; start"
+                f" {self._server} with --allow-origin ORIGIN to accept requests from it"
             )
         return None
 
 
 class BodyLimit:
     """ASGI middleware: request bodies of at most ``max_bytes`` (413 beyond), and no
-    silence longer than ``idle`` seconds while a body is being received (408)."""
+    silence longer than ``idle`` seconds while a body is being received (408);
+    ``server`` names the command in the answer."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, idle: float) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, idle: float, *, server: str) -> None:
         self._app = app
         self._max = max_bytes
         self._idle = idle
+        self._server = server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -236,7 +242,7 @@ class BodyLimit:
                     await _refuse(
                         send,
                         408,
-                        f"dsh a2a: the request body stopped arriving for {self._idle:g} s"
+                        f"{self._server}: the request body stopped arriving for {self._idle:g} s"
                         " (--idle-timeout)",
                     )
                 raise HTTPException(408) from None
@@ -261,6 +267,6 @@ class BodyLimit:
 
     def _too_large(self, what: str) -> str:
         return (
-            f"dsh a2a: {what} is over the request body limit of {self._max} bytes"
+            f"{self._server}: {what} is over the request body limit of {self._max} bytes"
             " (--max-body-bytes)"
         )

@@ -1,0 +1,49 @@
+"""The ``dsh-mcp`` row: ``expose`` serves other tools of the preset too (run as such,
+under the preset's permissions); a name the preset does not have fails the start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from dsh.testing.fixtures import plugin_rows
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+
+def with_row(preset: Path, config: dict[str, Any]) -> Path:
+    path = preset.with_name("exposing.toml")
+    text = preset.read_text(encoding="utf-8")
+    table = text.index("\n[agent.model]")
+    path.write_text(text[:table] + plugin_rows(("dsh-mcp", config)) + text[table:])
+    return path
+
+
+async def test_an_exposed_tool_is_listed_and_runs(tmp_path: Path, preset: Path, kit: Any) -> None:
+    exposing = with_row(preset, {"expose": ["shell"]})
+    async with kit.mcp_session(tmp_path, exposing) as session:
+        with anyio.fail_after(60):
+            listed = await session.list_tools()
+            result = await session.call_tool("shell", {"command": "echo exposed-$((6*7))"})
+    assert {tool.name for tool in listed.tools} == {"delegate", "extract", "shell"}
+    assert not result.is_error, result
+    assert "exposed-42" in result.content[0].text  # type: ignore[union-attr]
+
+
+def test_exposing_a_tool_the_preset_lacks_fails_the_start(tmp_path: Path, preset: Path) -> None:
+    exposing = with_row(preset, {"expose": ["no_such_tool"]})
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh.mcp", "--preset", str(exposing)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "expose names tools the preset does not have: no_such_tool" in done.stderr

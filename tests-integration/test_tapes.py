@@ -41,8 +41,8 @@ KEY = "sk-tape-test-key-0123456789abcdef"
 TASK = "LEADTASK: read a.txt, then ask a helper about b.txt"
 
 
-def preset_text(path: Path) -> str:
-    acp = [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(path)]
+def preset_text(path: Path, *acp_args: str) -> str:
+    acp = [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(path), *acp_args]
     return f"""
 [agent]
 persona = "You are the tape test agent."
@@ -406,3 +406,71 @@ def test_codex_and_claude_code_rows_record_and_replay_through_the_run_tape(
     assert "were not asked for" not in replayed.stderr
     print(f"{where}: {calls}, record {record_seconds:.2f} s, replay {replay_seconds:.2f} s")
     assert_no_new_processes(before, within=5.0)
+
+
+def test_tool_calls_are_on_the_tape_replayed_with_replay_tools_and_resumed(
+    tmp_path: Path, tree: tuple[Path, Path]
+) -> None:
+    """Format 2: the five tool calls of the tree (two in-process agents, one ``dsh acp``
+    grandchild) are on the tape; ``--replay-tools`` answers them (a changed file is not
+    read again); ``--resume`` of a tape cut after the grandchild's ``read_file`` asks
+    the model only for the three calls after it, and runs no recorded tool again."""
+    work, preset = tree
+    tape = tmp_path / "tape"
+    before = live_children()
+    with OpenAIChatServer(default=answer, api_key=KEY) as server:
+        env = clean_env(OPENAI_BASE_URL=server.api_base, OPENAI_API_KEY=KEY)
+        recorded = dsh_run(work, preset, env, "--record", str(tape))
+        assert recorded.returncode == 0, recorded.stderr
+        assert "recorded 8 model calls and 5 tool calls" in recorded.stderr
+        tools = read_tape(tape).tools
+        assert sorted(t["name"] for t in tools) == [
+            "read_file",
+            "read_file",
+            "read_file",
+            "subagent",
+            "subagent_acp",
+        ]
+        assert len({t["conversation"] for t in tools}) == 3
+        # A crash after the grandchild read c.txt: the tape's lines up to that one.
+        lines = (tape / "tape.jsonl").read_text().splitlines(keepends=True)
+        cut = next(
+            n for n, line in enumerate(lines) if '"c.txt"' in line and '"kind": "tool"' in line
+        )
+        crashed = tmp_path / "crashed"
+        crashed.mkdir()
+        (crashed / "tape.jsonl").write_text("".join(lines[: cut + 1]))
+        (work / "c.txt").write_text("changed\n")  # a tool run again would see this
+        asked = len(server.requests)
+        resumed = dsh_run(work, preset, env, "--resume", str(crashed))
+        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.stdout == recorded.stdout  # c.txt was not read again
+        assert len(server.requests) - asked == 3  # leaf's last, mid's last, lead's last
+        assert "5 model calls and 3 tool calls answered from the tape" in resumed.stderr
+
+    offline = clean_env()
+    plain = dsh_run(work, preset, offline, "--replay", str(tape))
+    assert plain.returncode == 3, plain.stderr  # tools re-run: the changed file shows
+    assert "changed" in plain.stderr
+    taped = dsh_run(work, preset, offline, "--replay", str(tape), "--replay-tools")
+    assert taped.returncode == 0, taped.stderr
+    assert taped.stdout == recorded.stdout
+    assert "answered 2 tool calls" in taped.stderr  # the lead's: its child never ran
+    assert_no_new_processes(before, within=5.0)
+
+
+def test_dsh_acp_record_writes_its_own_tape(tmp_path: Path, tree: tuple[Path, Path]) -> None:
+    """``dsh acp --record DIR`` (``Context.open(record=...)``): the grandchild's two
+    model calls and its tool call are on a tape of its own, the run not recording."""
+    work, preset = tree
+    own = work / "acp-tape"  # the child process may write only below its working folder
+    preset.write_text(preset_text(preset, "--record", str(own)))
+    with OpenAIChatServer(default=answer, api_key=KEY) as server:
+        env = clean_env(OPENAI_BASE_URL=server.api_base, OPENAI_API_KEY=KEY)
+        done = dsh_run(work, preset, env)
+    assert done.returncode == 0, done.stderr
+    assert "leaf saw: charlie" in done.stdout
+    tape = read_tape(own)
+    assert [e["call"] for e in tape.exchanges] == [0, 1]
+    assert [(t["name"], t["arguments"]) for t in tape.tools] == [("read_file", {"path": "c.txt"})]
+    assert KEY not in (own / "tape.jsonl").read_text()

@@ -139,6 +139,12 @@ class A2ACommand:
         parser.add_argument(
             "--sessions-dir", metavar="DIR", help="persist the agents' sessions as JSONL here"
         )
+        parser.add_argument(
+            "--record",
+            metavar="DIR",
+            help="record the agents' model calls and tool calls (and those of the dsh"
+            " processes they start) into DIR/tape.jsonl, through a local proxy",
+        )
         add_capacity_arguments(parser, "context", "conversations")
         parser.add_argument(
             "--grace",
@@ -171,6 +177,7 @@ class A2ACommand:
                 name=args.name,
                 description=args.description,
                 sessions_dir=args.sessions_dir,
+                record=args.record,
                 max_contexts=args.max_contexts,
                 context_idle=args.context_idle,
                 grace=args.grace,

@@ -64,6 +64,8 @@ class ServeOptions:
     name: str | None = None
     description: str | None = None
     sessions_dir: str | None = None
+    record: str | None = None
+    """Record into a tape in this directory (``Context.open(record=...)``)."""
     max_contexts: int = 256
     context_idle: float = 1800.0
     grace: float = 5.0
@@ -188,7 +190,9 @@ async def _serve(options: ServeOptions, preset: Preset, tokens: dict[str, str]) 
         stack = contextlib.ExitStack()
         stack.enter_context(on_stop_signals(on_signal))
         try:
-            async with Context.open(preset, sessions_dir=options.sessions_dir) as ctx:
+            async with Context.open(
+                preset, sessions_dir=options.sessions_dir, record=options.record
+            ) as ctx:
                 executor = DshAgentExecutor(
                     ctx,
                     max_contexts=options.max_contexts,

@@ -32,6 +32,12 @@ class AcpCommand:
             "--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)"
         )
         parser.add_argument(
+            "--record",
+            metavar="DIR",
+            help="record the served agents' model calls and tool calls (and those of the dsh"
+            " processes they start) into DIR/tape.jsonl, through a local proxy",
+        )
+        parser.add_argument(
             "--workspace",
             choices=("own", "client"),
             default="own",

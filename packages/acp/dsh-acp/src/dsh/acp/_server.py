@@ -79,6 +79,7 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"dsh acp: {problem} (serving anyway: session requests will say so)", file=sys.stderr)
     options = _Options(
         sessions_dir=args.sessions_dir,
+        record=getattr(args, "record", None),
         max_line_bytes=args.max_line_bytes,
         max_sessions=args.max_sessions,
         session_idle=args.session_idle,
@@ -110,9 +111,11 @@ class _Options:
         max_sessions: int,
         session_idle: float,
         workspace: str = "own",
+        record: str | None = None,
     ) -> None:
         self.workspace = workspace
         self.sessions_dir = sessions_dir
+        self.record = record
         self.max_line_bytes = max_line_bytes
         self.max_sessions = max_sessions
         self.session_idle = session_idle
@@ -232,7 +235,9 @@ async def _serve(
             await session.run(DshAcpAgent(None, problem=problem))
         else:
             try:
-                async with Context.open(preset, sessions_dir=options.sessions_dir) as ctx:
+                async with Context.open(
+                    preset, sessions_dir=options.sessions_dir, record=options.record
+                ) as ctx:
                     agent = DshAcpAgent(
                         ctx,
                         version=_version(),

@@ -151,6 +151,18 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
         help="answer every model call from DIR/tape.jsonl, with no model server and no key;"
         " the first call that differs from the tape stops with the difference shown (exit 3)",
     )
+    tape.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="after a crash: answer from DIR/tape.jsonl (model calls and tool calls) while"
+        " the run asks what it recorded, then go on live and record into it; the step in"
+        " flight at the crash runs again (at least once)",
+    )
+    run.add_argument(
+        "--replay-tools",
+        action="store_true",
+        help="with --replay: answer tool calls from the tape too instead of running them",
+    )
 
 
 def _external_commands(argv: Sequence[str] | None) -> list[LoadedCommand]:

@@ -128,6 +128,10 @@ def run_command(args: argparse.Namespace) -> int:
         return _fail("the preset was not trusted: nothing was run")
     env_model = env_model_for(preset)  # the context picks the same (Context.default_model)
     record, replay = getattr(args, "record", None), getattr(args, "replay", None)
+    resume = getattr(args, "resume", None)
+    replay_tools = bool(getattr(args, "replay_tools", False))
+    if replay_tools and replay is None:
+        return _fail("--replay-tools goes with --replay DIR")
     if preset.agent.model is None and env_model is None and replay is None:
         print(NO_MODEL.format(source=preset.source), file=sys.stderr)
         return 2
@@ -135,7 +139,12 @@ def run_command(args: argparse.Namespace) -> int:
 
     try:
         with recorded_or_replayed(
-            record=record, replay=replay, preset=preset, env_model=env_model
+            record=record,
+            replay=replay,
+            resume=resume,
+            replay_tools=replay_tools,
+            preset=preset,
+            env_model=env_model,
         ) as tape:
             if tape is not None:
                 env_model = env_model_for(preset)  # now the proxy's

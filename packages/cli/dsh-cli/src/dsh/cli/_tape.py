@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from dsh.cli._safe_text import strip_controls
 from dsh.core import Preset
@@ -43,13 +43,21 @@ class TapeUsageError(Exception):
 
 @contextmanager
 def recorded_or_replayed(
-    *, record: str | None, replay: str | None, preset: Preset, env_model: EnvModel | None
+    *,
+    record: str | None,
+    replay: str | None,
+    preset: Preset,
+    env_model: EnvModel | None,
+    resume: str | None = None,
+    replay_tools: bool = False,
 ) -> Iterator[TapeProxy | None]:
-    """A started :class:`~dsh.tape.TapeProxy` for the run (None without either option),
+    """A started :class:`~dsh.tape.TapeProxy` for the run (None without any option),
     with ``OPENAI_BASE_URL`` (and ``OPENAI_MODEL``, ``OPENAI_API_KEY``) pointed at it and
-    ``DSH_TAPE_PROXY`` naming it in ``os.environ`` until the block ends.
+    ``DSH_TAPE_PROXY`` naming it in ``os.environ`` until the block ends. ``resume``
+    replays while the run asks what the tape holds, then records (``mode="resume"``);
+    ``replay_tools`` answers tool calls from the tape in a replay.
     :class:`TapeUsageError` when it cannot be."""
-    if record is None and replay is None:
+    if record is None and replay is None and resume is None:
         yield None
         return
     from dsh.tape import TapeError, TapeProxy
@@ -61,13 +69,18 @@ def recorded_or_replayed(
         )
     saved = {name: os.environ.get(name) for name in _VARIABLES}
     try:
-        if record is not None:
+        if record is not None or resume is not None:
             if env_model is None:
-                raise TapeUsageError("--record: the environment names no model to record")
-            proxy, variables = _recorder(record, env_model, TapeProxy)
+                option = "--record" if record is not None else "--resume"
+                raise TapeUsageError(f"{option}: the environment names no model to record")
+            if record is not None:
+                proxy, variables = _recorder(record, env_model, TapeProxy)
+            else:
+                assert resume is not None
+                proxy, variables = _recorder(resume, env_model, TapeProxy, "resume")
         else:
             assert replay is not None
-            proxy = TapeProxy(replay, "replay")
+            proxy = TapeProxy(replay, "replay", replay_tools=replay_tools)
             variables = {}
         try:
             proxy.start()
@@ -105,14 +118,17 @@ def unrecorded_rows(preset: Preset) -> list[str]:
 
 
 def _recorder(
-    directory: str, env_model: EnvModel, proxy_type: type[TapeProxy]
+    directory: str,
+    env_model: EnvModel,
+    proxy_type: type[TapeProxy],
+    mode: Literal["record", "resume"] = "record",
 ) -> tuple[TapeProxy, dict[str, str | None]]:
     options: Mapping[str, Any] = env_model.config.options
     model = env_model.config.model
     key_env = str(options.get("api_key_env") or "")
     key = os.environ.get(key_env) if key_env else None
     upstream = str(options["base_url"])
-    proxy = proxy_type(directory, "record", {LABEL: upstream}, meta={"model": model})
+    proxy = proxy_type(directory, mode, {LABEL: upstream}, meta={"model": model})
     return proxy, {"OPENAI_MODEL": model, "OPENAI_API_KEY": key or None}
 
 
@@ -128,13 +144,25 @@ def report_tape(proxy: TapeProxy, status: int, failed: int) -> int:
     """After the run: say what the tape did on stderr; a divergence turns ``status``
     (unless the run was interrupted) into ``failed``."""
     where = proxy.tape_path
+    tools = f" and {proxy.tools_recorded} tool calls" if proxy.tools_recorded else ""
     if proxy.mode == "record":
-        print(f"dsh: recorded {proxy.recorded} model calls into {where}", file=sys.stderr)
+        print(f"dsh: recorded {proxy.recorded} model calls{tools} into {where}", file=sys.stderr)
+        return status
+    if proxy.mode == "resume":
+        print(
+            f"dsh: resumed from {where}: {proxy.replayed} model calls and"
+            f" {proxy.tools.answered} tool calls answered from the tape, then"
+            f" {proxy.recorded} model calls{tools} recorded",
+            file=sys.stderr,
+        )
         return status
     if proxy.divergence is not None:
         text = strip_controls(proxy.divergence.describe())
         print(f"dsh run: {text}", file=sys.stderr)
         return status if status >= 128 else failed
     left = f"; {proxy.remaining} recorded calls were not asked for" if proxy.remaining else ""
+    if proxy.tools.answered:
+        verb = "answered" if proxy.replay_tools else "checked"
+        left = f" ({verb} {proxy.tools.answered} tool calls from it){left}"
     print(f"dsh: replayed {proxy.replayed} model calls from {where}{left}", file=sys.stderr)
     return status

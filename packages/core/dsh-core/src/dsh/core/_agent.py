@@ -44,6 +44,7 @@ from dsh.core._prompt import PromptSections
 from dsh.core._sandbox import SandboxPolicy
 from dsh.core._session import Event, Session, SessionError
 from dsh.core._signals import AbortSignal
+from dsh.core._tool_tape import ToolTape
 from dsh.core._tools import AgentTools
 from dsh.core._turn import (
     AgentObserver,
@@ -74,6 +75,10 @@ class AgentHost(TurnHost, Protocol):
     @property
     def sandbox(self) -> SandboxPolicy:
         """The root sandbox policy (an agent created without one runs under it)."""
+
+    @property
+    def tool_tape(self) -> ToolTape | None:
+        """Where a root agent's tool calls are recorded and replayed (None: nowhere)."""
 
     @property
     def jobs(self) -> JobRegistry:
@@ -139,6 +144,7 @@ class AgentCore(TurnLoop):
         self.model = model
         self.prompt = prompt
         self.tools = tools
+        self.tool_tape = ctx.tool_tape
         self.parent_id = parent_id
         self.label = label
         self.max_steps = max_steps

@@ -174,6 +174,8 @@ class LiveAgents(Generic[A]):
             max_steps=max_steps or ctx.defaults.max_steps,
             sandbox=policy,
         )
+        if parent is not None:
+            agent.tool_tape = parent.tool_tape
         self._live[agent.id] = agent
         for callback in self._on_create:
             callback(agent)
@@ -217,6 +219,8 @@ class LiveAgents(Generic[A]):
             max_steps=max_steps or self._ctx.defaults.max_steps,
             sandbox=_resumed_sandbox(self._ctx.sandbox, parent, session),
         )
+        if parent is not None:
+            agent.tool_tape = parent.tool_tape
         self._live[agent.id] = agent
         for callback in self._on_create:
             callback(agent)

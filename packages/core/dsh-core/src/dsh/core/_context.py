@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import anyio.to_thread
 
 from dsh.core._agent import AgentCore
 from dsh.core._agents import LiveAgents
@@ -50,6 +51,7 @@ from dsh.core._sandbox import SandboxConfig, SandboxPolicy
 from dsh.core._scripted import scripted_factory
 from dsh.core._session import Session, SessionStore
 from dsh.core._signals import AbortSignal
+from dsh.core._tool_tape import ToolTape, start_recorder
 from dsh.core._tools import AgentTools, Tool, ToolRegistry
 from dsh.core._tracing import NO_CALL, NO_CONTEXT, TracedCall
 
@@ -283,6 +285,9 @@ class Context(Container):
         self.tracing: Tracing = NO_TRACING
         """The tracing seam: traces nothing until a tracing plugin installs one
         (:func:`~dsh.core.tracing.install_tracing`)."""
+        self.tool_tape: ToolTape | None = ToolTape.from_env()
+        """Where the agents' tool calls are recorded and replayed: the tape proxy
+        ``DSH_TAPE_PROXY`` names (None when it names none)."""
         self._default_model: BoundModel | None = None
         self.tree_budget: object | None = None
         """The budget of the context's whole delegation tree (``Context.open(budget=...)``,
@@ -300,6 +305,7 @@ class Context(Container):
         sessions_dir: str | os.PathLike[str] | None = None,
         sandbox: SandboxConfig | None = None,
         budget: object | None = None,
+        record: str | os.PathLike[str] | None = None,
     ) -> AsyncIterator[Context]:
         """Open a context, load the preset's enabled rows, and tear it all down on exit.
 
@@ -307,6 +313,10 @@ class Context(Container):
         and everything they delegate spend, together; the subagent runtime
         (``dsh-subagent``, loaded by any subagent provider row) enforces it, and opening
         a context with a budget but without that runtime fails.
+
+        ``record`` (a directory) records the context's model calls and every agent's
+        tool calls — and those of the dsh processes it starts — into a tape there, as
+        ``dsh run --record`` does (needs dsh-tape; see :data:`dsh.core.tapes.RECORDER_GROUP`).
 
         The root sandbox policy is the preset's ``[sandbox]`` table (``sandbox``
         replaces it), narrowed by the policy a parent dsh process passed down
@@ -328,6 +338,7 @@ class Context(Container):
         )
         ctx.tree_budget = budget
         ctx._own_tasks()
+        stop_recording: Callable[[], None] | None = None
         try:
             if preset is not None:  # DSH_OTEL=1 adds dsh-otel (with_tracing_row)
                 rows = with_tracing_row(preset.enabled_rows(), len(preset.plugin))
@@ -338,9 +349,17 @@ class Context(Container):
                     " budget: load a subagent provider row (e.g. dsh-subagent-spawn-in-process,"
                     " as the standard preset does), or open the context without a budget"
                 )
+            if record is not None:
+                stop_recording = start_recorder(ctx, record)
             yield ctx
         finally:
-            await ctx._finish()
+            try:
+                await ctx._finish()
+                if ctx.tool_tape is not None:  # its last results reach the tape
+                    await anyio.to_thread.run_sync(ctx.tool_tape.drain)
+            finally:
+                if stop_recording is not None:
+                    stop_recording()
 
     def _own_tasks(self) -> None:
         self._start_tasks()
@@ -359,6 +378,11 @@ class Context(Container):
         await self.jobs.aclose()
         await self.agents.aclose_all()
         await self.plugins.unload_all()
+
+    def route_default_model(self, model: BoundModel) -> None:
+        """Make ``model`` the model of agents created without one from now on (a tape
+        recorder routes the default model through its proxy)."""
+        self._default_model = model
 
     def default_model(self) -> BoundModel:
         """The model of agents created without one: ``[agent.model]``, else the one the

@@ -43,7 +43,8 @@ from dsh.core._prompt import PromptSections
 from dsh.core._redact import redact_urls
 from dsh.core._session import Event, Session, SessionError
 from dsh.core._signals import AbortSignal
-from dsh.core._tools import AgentTools, CallContext, ToolResult, TurnBlocked
+from dsh.core._tool_tape import ToolTape, tool_key
+from dsh.core._tools import AgentTools, CallContext, Tool, ToolResult, TurnBlocked
 
 __all__ = [
     "AgentObserver",
@@ -165,6 +166,7 @@ class TurnLoop:
         "model",
         "prompt",
         "session",
+        "tool_tape",
         "tools",
         "turns",
     )
@@ -177,6 +179,9 @@ class TurnLoop:
     model: BoundModel
     prompt: PromptSections
     tools: AgentTools
+    tool_tape: ToolTape | None
+    """Where this agent's tool calls are recorded and replayed (None: nowhere): its
+    context's ``tool_tape``, or its parent's (a child inherits the tape it runs under)."""
     max_steps: int
     turns: int
     _host: TurnHost
@@ -451,6 +456,25 @@ class TurnLoop:
             return ToolResult(
                 f'unknown tool "{call.name}" (available tools: {available})', is_error=True
             )
+        tape = self.tool_tape
+        if tape is not None:
+            return await self._taped_tool(tape, tool, call, signal)
+        return await self._invoke(tool, call, signal)
+
+    async def _taped_tool(
+        self, tape: ToolTape, tool: Tool, call: ToolCall, signal: AbortSignal
+    ) -> ToolResult:
+        """A tool call with a tape (``ctx.tool_tape``): asked first, recorded after."""
+        conversation, number = tool_key(self.prompt.render(), self.session.events)
+        action, answer = await tape.before(conversation, number, call.name, call.arguments)
+        if answer is not None:
+            return answer
+        result = await self._invoke(tool, call, signal)
+        if action == "record":
+            await tape.after(conversation, number, call.name, call.arguments, result)
+        return result
+
+    async def _invoke(self, tool: Tool, call: ToolCall, signal: AbortSignal) -> ToolResult:
         traced = self._trace_tool_call(call) if self._host.tracing.enabled else None
         failure: Exception | None = None
         tool_signal, unlink = signal.linked()

@@ -51,6 +51,7 @@ from dsh.subagent_temporal._spec import (
     blob_key,
 )
 from dsh.subagent_temporal._store import ResultStore, StoreError, read_blob, write_blob
+from dsh.subagent_temporal._tape import AttemptTape
 
 __all__ = ["DelegationActivity", "WorkerStats"]
 
@@ -90,8 +91,11 @@ class DelegationActivity:
         heartbeat_every: float = 1.0,
         stats: WorkerStats | None = None,
         stopping: asyncio.Event | None = None,
+        tapes: str | None = None,
     ) -> None:
         self.ctx = ctx
+        self.tapes = tapes
+        """Where each delegation's tape is kept (``dsh worker --tapes``; None: no tapes)."""
         self.identity = identity
         self.store = store
         self.heartbeat_every = heartbeat_every
@@ -127,7 +131,15 @@ class DelegationActivity:
             prompt = await self._prompt(spec)
         except StoreError as exc:
             return self._refused(spec, window, str(exc))
-        stand_in = self._stand_in(spec)
+        tape = AttemptTape(self.ctx, self.tapes, spec.run_id) if self.tapes else None
+        model, tool_tape = await tape.open() if tape is not None else (None, None)
+        try:
+            stand_in = self._stand_in(spec, model)
+        except BaseException:
+            if tape is not None:
+                await tape.close()
+            raise
+        stand_in.tool_tape = tool_tape or stand_in.tool_tape
         signal = AbortSignal()
         try:
             request = SubagentStartRequest(
@@ -154,6 +166,8 @@ class DelegationActivity:
                 await _dispose(run)
         finally:
             await stand_in.aclose("delegation attempt over")
+            if tape is not None:
+                await tape.close()
 
     async def _supervise(
         self, spec: DelegationSpec, run: SubagentRun, signal: AbortSignal, window: ProgressWindow
@@ -217,7 +231,7 @@ class DelegationActivity:
             raise StoreError("the stored prompt is not a list of content blocks")
         return blocks
 
-    def _stand_in(self, spec: DelegationSpec) -> Agent:
+    def _stand_in(self, spec: DelegationSpec, model: BoundModel | None = None) -> Agent:
         meta: dict[str, Any] = {
             "cwd": self.ctx.cwd,
             "origin": "temporal",
@@ -229,7 +243,7 @@ class DelegationActivity:
         if spec.parent_session:
             meta["remote_parent_session"] = spec.parent_session
         return self.ctx.agents.create(
-            meta=meta, persist=False, model=self._model, label=f"temporal {spec.run_id}"
+            meta=meta, persist=False, model=model or self._model, label=f"temporal {spec.run_id}"
         )
 
     async def _outcome(

@@ -85,6 +85,19 @@ class WorkerCommand:
             metavar="SECONDS",
             help="seconds between heartbeats: how soon a cancel or progress is seen (default 1)",
         )
+        parser.add_argument(
+            "--tapes",
+            metavar="DIR",
+            help="keep each delegation's tape (model and tool calls) in DIR/<run>/, shared by"
+            " the queue's workers: a child's attempt 2 replays attempt 1's completed steps"
+            " instead of repeating them (the step in flight runs again)",
+        )
+        parser.add_argument(
+            "--record",
+            metavar="DIR",
+            help="record every child's model calls and tool calls into one tape,"
+            " DIR/tape.jsonl (for a look afterwards; --tapes is what resumes)",
+        )
         parser.add_argument("--cwd", metavar="DIR", help="the children's working directory")
         parser.add_argument("--sessions-dir", metavar="DIR", help="persist children's sessions")
         add_log_level_argument(parser)
@@ -122,6 +135,8 @@ class WorkerCommand:
                 heartbeat_every=args.heartbeat_every,
                 cwd=args.cwd,
                 sessions_dir=args.sessions_dir,
+                tapes=args.tapes,
+                record=args.record,
             )
         )
 

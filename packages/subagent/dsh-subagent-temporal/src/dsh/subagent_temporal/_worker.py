@@ -83,6 +83,11 @@ class WorkerOptions:
     cwd: str | None = None
     """The children's working directory (default: the current one)."""
     sessions_dir: str | None = None
+    tapes: str | None = None
+    """Where each delegation's tape is kept, shared by the queue's workers: attempt 2
+    of a child resumes from attempt 1's tape (:mod:`._tape`)."""
+    record: str | None = None
+    """Record the children into one tape there (``Context.open(record=...)``)."""
     prune_after: float = 7 * 24 * 3600.0
     """Bodies older than this are removed from a directory result store at start."""
 
@@ -109,7 +114,7 @@ async def run_worker(
     capacity = options.max_concurrent or host_capacity()
     stats = WorkerStats()
     async with Context.open(
-        options.preset, cwd=options.cwd, sessions_dir=options.sessions_dir
+        options.preset, cwd=options.cwd, sessions_dir=options.sessions_dir, record=options.record
     ) as ctx:
         await asyncio.to_thread(_start_watchdog)
         if isinstance(store, DirectoryResultStore):
@@ -122,6 +127,7 @@ async def run_worker(
             heartbeat_every=options.heartbeat_every,
             stats=stats,
             stopping=hurry,
+            tapes=options.tapes,
         )
         worker = Worker(
             client,

@@ -21,10 +21,9 @@ import os
 from collections.abc import Mapping
 from urllib.parse import quote
 
-__all__ = ["TAPE_PROXY_VARIABLE", "taped_url"]
+from dsh.core.tapes import TAPE_PROXY_VARIABLE
 
-TAPE_PROXY_VARIABLE = "DSH_TAPE_PROXY"
-"""The environment variable that names the run's tape proxy (with its token)."""
+__all__ = ["TAPE_PROXY_VARIABLE", "taped_url"]
 
 
 def taped_url(upstream: str, label: str, environ: Mapping[str, str] | None = None) -> str:

@@ -23,19 +23,26 @@ it carries when recording (ignored when replaying): with ``DSH_TAPE_PROXY`` set 
 ``proxy_url`` (:meth:`TapeProxy.env`), :func:`dsh.subagent.kit.taped_url` builds it in
 any process of a tree — the codex and claude-code providers use it.
 
-**The tape format, version 1.** ``<directory>/tape.jsonl``, UTF-8 JSON Lines, opened
-for appending; each line is written with one ``write`` and never rewritten. The first
-line of each recording is a header::
+**The tape format, version 2** (version 1, model exchanges only, is still read).
+``<directory>/tape.jsonl``, UTF-8 JSON Lines, opened for appending; each line is
+written with one ``write`` and never rewritten. The first line of each recording is a
+header::
 
-    {"tape": 1, "created": "2026-12-04T09:00:00+00:00", ...meta (e.g. "model")}
+    {"tape": 2, "created": "2026-12-04T09:00:00+00:00", ...meta (e.g. "model")}
 
 then one line per exchange, written when its response has been passed on whole::
 
-    {"v": 1, "seq": 1, "label": "openai", "method": "POST", "path": "/chat/completions",
+    {"v": 2, "seq": 1, "label": "openai", "method": "POST", "path": "/chat/completions",
      "request": {...the JSON body, or its text, or null...},
      "status": 200, "content_type": "text/event-stream",
      "body": "data: {...}\\n\\ndata: [DONE]\\n\\n",
      "conversation": "3f2a9c1b7d4e", "call": 0}
+
+and one line per tool call of a dsh agent of the tree (posted to the route
+``<proxy_url>/t/tools`` by :class:`dsh.core.tapes.ToolTape`), once its result is in::
+
+    {"v": 2, "seq": 2, "kind": "tool", "label": "tool", "conversation": "...", "call": 0,
+     "name": "read_file", "arguments": {...}, "result": {"content": [...], "is_error": false}}
 
 ``seq`` counts from 1 per recording; ``path`` is relative to the label's base URL.
 No header is ever written (no ``Authorization``, no ``x-api-key``); key-like query
@@ -49,6 +56,11 @@ derives one: ``conversation`` is a short hash of the system text (``system``,
 ``call`` is the number of assistant turns already in the request (0 for an agent's
 first call). Together they stand in for the agent's place in the tree.
 
+**Modes.** ``record`` forwards and records; ``replay`` answers model calls from the
+tape, checks tool calls against it (``replay_tools=True``: answers them too);
+``resume`` answers what the tape holds and forwards and records the rest (after a
+crash: only the step in flight repeats).
+
 **Replay.** A request is matched by label, method, path and its canonical body (JSON
 with keys sorted, :data:`VOLATILE_FIELDS` left out); identical requests are answered
 in recorded order, with the recorded status, content type and body (an SSE body as
@@ -61,6 +73,7 @@ answered).
 
 from dsh.tape._format import (
     FORMAT_VERSION,
+    READ_VERSIONS,
     TAPE_FILE,
     VOLATILE_FIELDS,
     Divergence,
@@ -72,6 +85,7 @@ from dsh.tape._proxy import TapeProxy
 
 __all__ = [
     "FORMAT_VERSION",
+    "READ_VERSIONS",
     "TAPE_FILE",
     "VOLATILE_FIELDS",
     "Divergence",

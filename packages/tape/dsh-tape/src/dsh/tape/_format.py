@@ -21,6 +21,7 @@ from dsh.core import DshError
 
 __all__ = [
     "FORMAT_VERSION",
+    "READ_VERSIONS",
     "TAPE_FILE",
     "VOLATILE_FIELDS",
     "Divergence",
@@ -39,9 +40,13 @@ __all__ = [
     "unified_diff",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """The version of the tape format this package writes (``"tape"`` in the header,
-``"v"`` on every exchange)."""
+``"v"`` on every line). Version 2 added tool lines (``"kind": "tool"``); a version 1
+tape (model exchanges only) is read all the same (:data:`READ_VERSIONS`)."""
+
+READ_VERSIONS = (1, 2)
+"""The tape format versions :func:`read_tape` reads."""
 
 TAPE_FILE = "tape.jsonl"
 """The tape's file name inside the tape directory."""
@@ -284,11 +289,12 @@ class Divergence:
 
 @dataclass
 class Tape:
-    """A tape as read from its file: the first header (``{"tape": 1, ...}``) and the
-    exchanges, in file order."""
+    """A tape as read from its file: the first header (``{"tape": 2, ...}``), the
+    model exchanges and the tool calls (``"kind": "tool"``), each in file order."""
 
     header: dict[str, Any]
     exchanges: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_tape(directory: str | Path) -> Tape:
@@ -303,6 +309,7 @@ def read_tape(directory: str | Path) -> Tape:
     lines = text.splitlines()
     header: dict[str, Any] | None = None
     exchanges: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -315,16 +322,16 @@ def read_tape(directory: str | Path) -> Tape:
         if not isinstance(entry, dict):
             raise TapeError(f"{path}:{number}: not a JSON object")
         if "tape" in entry:
-            if entry["tape"] != FORMAT_VERSION:
+            if entry["tape"] not in READ_VERSIONS:
                 raise TapeError(f"{path}: tape format {entry['tape']!r} is not supported")
             header = header or entry
-        elif entry.get("v") == FORMAT_VERSION:
-            exchanges.append(entry)
+        elif entry.get("v") in READ_VERSIONS:
+            (tools if entry.get("kind") == "tool" else exchanges).append(entry)
         else:
             raise TapeError(f"{path}:{number}: exchange of unknown version {entry.get('v')!r}")
     if header is None:
         raise TapeError(f"{path} is not a tape (no header line)")
-    return Tape(header, exchanges)
+    return Tape(header, exchanges, tools)
 
 
 def similarity(a: str, b: str) -> float:

@@ -43,11 +43,12 @@ from dsh.tape._http import (
     write_whole,
 )
 from dsh.tape._route import LABEL_ROUTE, RouteError, parse_target
+from dsh.tape._tools import ToolBook, tool_line
 from dsh.tape.serving import BackgroundServer
 
 __all__ = ["TapeProxy"]
 
-Mode = Literal["record", "replay"]
+Mode = Literal["record", "replay", "resume"]
 
 # Not forwarded upstream: hop-by-hop headers, and what httpx sets itself.
 _HOP = {
@@ -99,9 +100,10 @@ class TapeProxy(BackgroundServer):
         meta: Mapping[str, Any] | None = None,
         host: str = "127.0.0.1",
         timeout: float = 600.0,
+        replay_tools: bool = False,
     ) -> None:
-        if mode not in ("record", "replay"):
-            raise ValueError(f'mode must be "record" or "replay", not {mode!r}')
+        if mode not in ("record", "replay", "resume"):
+            raise ValueError(f'mode must be "record", "replay" or "resume", not {mode!r}')
         super().__init__(host)
         self.directory = Path(directory)
         """The tape directory (the tape is its ``tape.jsonl``)."""
@@ -116,6 +118,12 @@ class TapeProxy(BackgroundServer):
         """Exchanges written (record mode)."""
         self.replayed = 0
         """Requests answered from the tape (replay mode)."""
+        self.replay_tools = replay_tools
+        """Replay mode: answer tool calls from the tape (else they run again)."""
+        self.tools = ToolBook()
+        """The recorded tool calls (replay and resume modes)."""
+        self.tools_recorded = 0
+        """Tool calls written (record and resume modes)."""
         self.errors: list[Exception] = []
         """Unexpected errors while answering (each answered HTTP 500 when it could be)."""
         self._meta = dict(meta or {})
@@ -163,6 +171,10 @@ class TapeProxy(BackgroundServer):
             raise RuntimeError("the tape proxy is already started")
         if self.mode == "replay":
             self._load()
+        elif self.mode == "resume":
+            if self.tape_path.exists():
+                self._load()
+            self._open_for_recording()
         else:
             self._open_for_recording()
         return super().start()
@@ -193,8 +205,13 @@ class TapeProxy(BackgroundServer):
         except OSError as exc:
             raise TapeError(f"cannot write the tape {self.tape_path}: {exc.strerror}") from None
         created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        self.header = {"tape": FORMAT_VERSION, "created": created, **self._meta}
-        self._append(self.header)
+        header = {"tape": FORMAT_VERSION, "created": created, **self._meta}
+        if self.mode == "resume":
+            header["resumed"] = True
+            self.header = {**header, **self.header}  # the first recording's meta wins
+        else:
+            self.header = header
+        self._append(header)
 
     def _append(self, entry: Mapping[str, Any]) -> None:
         """One line, one write (``O_APPEND``: lines of concurrent writers never mix)."""
@@ -207,6 +224,7 @@ class TapeProxy(BackgroundServer):
     def _load(self) -> None:
         tape = read_tape(self.directory)
         self.header = tape.header
+        self.tools = ToolBook(tape.tools)
         for entry in tape.exchanges:
             key = self._key(entry["label"], entry["method"], entry["path"], entry.get("request"))
             self._index.setdefault(key, deque()).append(entry)
@@ -260,8 +278,13 @@ class TapeProxy(BackgroundServer):
             await write_whole(
                 writer, route.status, body, "application/json", keep_alive=request.keep_alive
             )
+        elif route.tools:
+            await self._tool(request, writer)
         elif self.mode == "record":
             await self._forward(route.label, route.rest, request, writer, route.upstream)
+        elif self.mode == "resume":
+            if not await self._replay(route.label, route.rest, request, writer, resuming=True):
+                await self._forward(route.label, route.rest, request, writer, route.upstream)
         else:
             await self._replay(route.label, route.rest, request, writer)
 
@@ -347,8 +370,16 @@ class TapeProxy(BackgroundServer):
     # -- replay -----------------------------------------------------------------------
 
     async def _replay(
-        self, label: str, rest: str, request: Request, writer: asyncio.StreamWriter
-    ) -> None:
+        self,
+        label: str,
+        rest: str,
+        request: Request,
+        writer: asyncio.StreamWriter,
+        *,
+        resuming: bool = False,
+    ) -> bool:
+        """Answer from the tape (True); else, resuming, answer nothing (False: go
+        live), or answer 409 with the divergence."""
         keep = request.keep_alive
         value = parse_body(request.body)
         path = redact_path(rest)
@@ -360,12 +391,59 @@ class TapeProxy(BackgroundServer):
             body = str(entry.get("body") or "").encode()
             content_type = str(entry.get("content_type") or "application/octet-stream")
             await write_whole(writer, int(entry["status"]), body, content_type, keep_alive=keep)
-            return
+            return True
+        if resuming:
+            return False
         divergence = self._diverge(label, request.method, path, value)
         if self.divergence is None:
             self.divergence = divergence
         body = error_body(409, "tape_divergence", divergence.describe())
         await write_whole(writer, 409, body, "application/json", keep_alive=keep)
+        return True
+
+    # -- tools ------------------------------------------------------------------------
+
+    async def _tool(self, request: Request, writer: asyncio.StreamWriter) -> None:
+        """The tool route: ``{"phase": "call"}`` before a tool runs, ``{"phase":
+        "result"}`` after (see :mod:`dsh.core.tapes`)."""
+        keep = request.keep_alive
+        try:
+            call = json.loads(request.body or b"{}")
+        except ValueError:
+            call = None
+        if request.method != "POST" or not isinstance(call, dict):
+            body = error_body(400, "bad_request", "tape proxy: POST a JSON object here")
+            await write_whole(writer, 400, body, "application/json", keep_alive=keep)
+            return
+        answer: dict[str, Any]
+        if call.get("phase") == "result":
+            if self._fd is not None:
+                self._seq += 1
+                self._append(tool_line(self._seq, FORMAT_VERSION, call))
+                self.tools_recorded += 1
+            answer = {"ok": True}
+        elif self.mode == "record":
+            answer = {"action": "record", "mode": "record"}
+        elif self.mode == "replay" and self.header.get("tape") == 1:
+            answer = {"action": "run"}  # a version 1 tape holds no tool calls
+        else:
+            line = self.tools.take(call)
+            if line is not None:
+                if self.mode == "resume" or self.replay_tools:
+                    answer = {"action": "result", "result": line.get("result") or {}}
+                else:
+                    answer = {"action": "run"}
+            elif self.mode == "resume":
+                answer = {"action": "record"}
+            else:
+                divergence = self.tools.diverge(call)
+                if self.divergence is None:
+                    self.divergence = divergence
+                body = error_body(409, "tape_divergence", divergence.describe())
+                await write_whole(writer, 409, body, "application/json", keep_alive=keep)
+                return
+        data = json.dumps(answer, ensure_ascii=False).encode()
+        await write_whole(writer, 200, data, "application/json", keep_alive=keep)
 
     def _diverge(self, label: str, method: str, path: str, value: Any) -> Divergence:
         conversation, call = conversation_key(value), call_number(value)

@@ -2,7 +2,8 @@
 
 * ``/<token>/u/<label>/<rest>`` — the label's upstream (given to the proxy);
 * ``/<token>/x/<label>/<base64url(upstream)>/<rest>`` — the upstream the route
-  carries (what :func:`dsh.subagent.kit.taped_url` builds from ``DSH_TAPE_PROXY``).
+  carries (what :func:`dsh.subagent.kit.taped_url` builds from ``DSH_TAPE_PROXY``);
+* ``/<token>/t/tools`` — an agent's tool call (:class:`dsh.core.tapes.ToolTape`).
 
 The token is compared in constant time; a wrong one is "not found" and says nothing.
 """
@@ -15,7 +16,9 @@ import hmac
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-__all__ = ["LABEL_ROUTE", "UPSTREAM_ROUTE", "Route", "RouteError", "parse_target"]
+from dsh.core.tapes import TOOL_ROUTE
+
+__all__ = ["LABEL_ROUTE", "TOOL_ROUTE", "UPSTREAM_ROUTE", "Route", "RouteError", "parse_target"]
 
 LABEL_ROUTE = "/u/"
 UPSTREAM_ROUTE = "/x/"
@@ -29,6 +32,8 @@ class Route:
     label: str
     rest: str
     upstream: str | None = None
+    tools: bool = False
+    """The tool route (:data:`TOOL_ROUTE`): an agent's tool call, not a model call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,8 @@ def parse_target(target: str, token: str) -> Route | RouteError:
     if not hmac.compare_digest(given.encode(), token.encode()):
         return RouteError(404, "tape proxy: not found")
     path = "/" + path
+    if path == TOOL_ROUTE:
+        return Route("tool", "", tools=True)
     if path.startswith(UPSTREAM_ROUTE):
         label, _, rest = path[len(UPSTREAM_ROUTE) :].partition("/")
         encoded, slash, rest = rest.partition("/")

@@ -100,7 +100,7 @@ async def test_the_terminal_extension_runs_a_command_in_the_background(
     with anyio.fail_after(10):  # both sleeps started (the one in the background too)
         while True:
             pids = process_tree(live_children() - before)
-            if sum("sleep 31." in cmdline(pid) for pid in pids) == 2:
+            if sum(cmdline(pid).startswith("sleep 31.") for pid in pids) == 2:
                 break
             await anyio.sleep(0.02)
     assert not sleeper.exited

@@ -3,6 +3,7 @@ under the preset's permissions); a name the preset does not have fails the start
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,24 @@ def test_exposing_a_tool_the_preset_lacks_fails_the_start(tmp_path: Path, preset
     )
     assert done.returncode == 2, done.stderr
     assert "expose names tools the preset does not have: no_such_tool" in done.stderr
+
+
+def test_a_preset_without_a_model_fails_the_start_naming_it(tmp_path: Path) -> None:
+    """The rule of ``dsh run``: no ``[agent.model]`` and no model in the environment is
+    one line naming the preset and what to set, exit status 2 (never a traceback)."""
+    bare = tmp_path / "bare.toml"
+    bare.write_text(plugin_rows(("dsh-subagent-spawn-in-process", {})), encoding="utf-8")
+    drop = ("OPENAI_", "DEEPSEEK_", "ANTHROPIC_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh.mcp", "--preset", str(bare)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"dsh mcp: no model is configured in {bare}; add an [agent.model] table" in done.stderr
+    assert "Traceback" not in done.stderr

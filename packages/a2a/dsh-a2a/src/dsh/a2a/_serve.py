@@ -98,19 +98,16 @@ def serve_command(options: ServeOptions) -> int:
             tokens = read_tokens(options.token_envs, options.host)
         except BindError as exc:
             raise UsageError(str(exc)) from None
-        from dsh.core import PresetError, find_preset, model_from_env
+        from dsh.core import PresetError, find_preset
+        from dsh.core.models import NoModelError, require_model
 
         try:
             preset = find_preset(options.preset)
-        except (PresetError, OSError) as exc:
+            if preset is None:
+                raise UsageError("no preset: pass --preset FILE (or put a dsh.toml here)")
+            require_model(preset)  # the rule of dsh run
+        except (PresetError, NoModelError, OSError) as exc:
             raise UsageError(str(exc)) from None
-        if preset is None:
-            raise UsageError("no preset: pass --preset FILE (or put a dsh.toml here)")
-        if preset.agent.model is None and model_from_env() is None:  # the rule of dsh run
-            raise UsageError(
-                f"no model is configured in {preset.source}; add an [agent.model] table to the"
-                " preset, or set OPENAI_BASE_URL, DEEPSEEK_API_KEY or OPENAI_API_KEY"
-            )
         return asyncio.run(_serve(options, preset, tokens))
     except UsageError as exc:
         print(f"dsh a2a: {exc}", file=sys.stderr)

@@ -21,12 +21,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dsh.core._errors import ConfigError
 from dsh.core._llm import ModelConfig
 from dsh.core._redact import redact_urls
 
-__all__ = ["NO_MODEL_HELP", "EnvModel", "NoModelError", "model_from_env"]
+if TYPE_CHECKING:
+    from dsh.core._presets import Preset
+
+__all__ = ["NO_MODEL_HELP", "EnvModel", "NoModelError", "model_from_env", "require_model"]
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_DEEPSEEK_MODEL = "deepseek-chat"
@@ -119,3 +123,14 @@ def model_from_env(environ: Mapping[str, str] | None = None) -> EnvModel | None:
             "OPENAI_API_KEY is set",
         )
     return None
+
+
+def require_model(preset: Preset, environ: Mapping[str, str] | None = None) -> None:
+    """The rule of ``dsh run`` for a command that serves ``preset`` (``dsh a2a``,
+    ``dsh mcp``): :class:`NoModelError` naming the preset and what to set when it has no
+    ``[agent.model]`` and :func:`model_from_env` finds none in ``environ``."""
+    if preset.agent.model is None and model_from_env(environ) is None:
+        raise NoModelError(
+            f"no model is configured in {preset.source}; add an [agent.model] table to the"
+            " preset, or set OPENAI_BASE_URL, DEEPSEEK_API_KEY or OPENAI_API_KEY"
+        )

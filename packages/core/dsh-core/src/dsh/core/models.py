@@ -1,5 +1,6 @@
 """The LLM runtime beyond the front door: configs, the runtime and its bound models,
-the stream an adapter yields, the environment's model, and content blocks.
+the stream an adapter yields, the environment's model (and :func:`require_model`,
+the rule of ``dsh run`` for commands that serve a preset), and content blocks.
 
 The names most code needs first are exported by :mod:`dsh.core` itself:
 ``ModelAdapter``, ``ModelRequest``, ``Usage``, ``Content``, ``text_of``,
@@ -9,7 +10,7 @@ The names most code needs first are exported by :mod:`dsh.core` itself:
 """
 
 from dsh.core._content import ContentBlock, as_blocks, text_block
-from dsh.core._env_model import EnvModel, NoModelError
+from dsh.core._env_model import EnvModel, NoModelError, require_model
 from dsh.core._llm import (
     BoundModel,
     LLMRuntime,
@@ -42,5 +43,6 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "as_blocks",
+    "require_model",
     "text_block",
 ]

@@ -7,9 +7,7 @@ import json
 import os
 import queue
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,83 +19,26 @@ from hypothesis import strategies as st
 
 from dsh.testing._acp_fixtures import hello_preset
 from dsh.testing.fixtures import HANG_RULE
+from dsh.testing.processes import JsonLinesProcess
 
 pytestmark = pytest.mark.timeout(240)
 
 PRESET = hello_preset(HANG_RULE, chunks=2)
 
 
-class RawAcp:
+class RawAcp(JsonLinesProcess):
     """``python -m dsh.cli acp`` with raw lines in and parsed lines out."""
 
     def __init__(self, tmp_path: Path, *extra: str, preset: str = PRESET) -> None:
         preset_file = tmp_path / "agent.toml"
         preset_file.write_text(preset, encoding="utf-8")
-        self.stderr_path = tmp_path / "dsh-acp.stderr"
-        self.process = subprocess.Popen(
+        super().__init__(
             [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(preset_file), *extra],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=open(self.stderr_path, "ab"),  # noqa: SIM115
-            cwd=tmp_path,
+            tmp_path,
+            tmp_path / "dsh-acp.stderr",
+            name="dsh acp",
+            first_id=1000,
         )
-        self.lines: queue.Queue[Any] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.next_id = 1000
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            self.lines.put(json.loads(raw))
-        self.lines.put(None)
-
-    def send(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
-
-    def request(self, method: str, params: Any = None) -> int:
-        self.next_id += 1
-        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(json.dumps(message).encode() + b"\n")
-        return self.next_id
-
-    def receive(self, timeout: float = 30.0) -> Any:
-        message = self.lines.get(timeout=timeout)
-        assert message is not None, f"dsh acp closed its stdout: {self.stderr()}"
-        return message
-
-    def answer(self, request_id: Any, timeout: float = 30.0) -> Any:
-        """The response to ``request_id`` (notifications before it are skipped)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            message = self.receive(max(deadline - time.monotonic(), 0.01))
-            if "method" not in message and message.get("id") == request_id:
-                return message
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def rss_kib(self) -> int:
-        with open(f"/proc/{self.process.pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise AssertionError("no VmRSS")
-
-    def close(self) -> int:
-        if self.process.stdin is not None and not self.process.stdin.closed:
-            self.process.stdin.close()
-        try:
-            return self.process.wait(timeout=15)
-        finally:
-            if self.process.returncode is None:
-                self.process.kill()
-                self.process.wait()
-            self.reader.join(timeout=5)
 
 
 @pytest.fixture

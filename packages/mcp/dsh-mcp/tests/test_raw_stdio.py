@@ -5,18 +5,15 @@ SIGTERM during a call ends the server (143) and the child's process tree with it
 
 from __future__ import annotations
 
-import json
-import queue
 import signal
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from dsh.testing.processes import JsonLinesProcess
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -27,78 +24,22 @@ INITIALIZE = {
 }
 
 
-class RawMcp:
+class RawMcp(JsonLinesProcess):
     """``python -m dsh.mcp`` with raw bytes in and parsed lines out."""
 
     def __init__(self, tmp_path: Path, preset: Path, *extra: str) -> None:
-        self.stderr_path = tmp_path / "dsh-mcp.stderr"
-        with self.stderr_path.open("ab") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "dsh.mcp", "--preset", str(preset), *extra],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                cwd=tmp_path,
-            )
-        self.lines: queue.Queue[Any] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.next_id = 0
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            self.lines.put(json.loads(raw))
-        self.lines.put(None)
-
-    def send(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
-
-    def request(self, method: str, params: Any = None) -> int:
-        self.next_id += 1
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(json.dumps(message).encode() + b"\n")
-        return self.next_id
-
-    def answer(self, request_id: int, timeout: float = 30.0) -> Any:
-        """The response to ``request_id`` (anything before it is skipped)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            message = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-            assert message is not None, f"dsh mcp closed its stdout: {self.stderr()}"
-            if "method" not in message and message.get("id") == request_id:
-                return message
+        super().__init__(
+            [sys.executable, "-m", "dsh.mcp", "--preset", str(preset), *extra],
+            tmp_path,
+            tmp_path / "dsh-mcp.stderr",
+            name="dsh mcp",
+        )
 
     def initialize(self) -> Any:
         answer = self.answer(self.request("initialize", INITIALIZE))
         assert "result" in answer, answer
         self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         return answer["result"]
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def rss_kib(self) -> int:
-        with open(f"/proc/{self.process.pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise AssertionError("no VmRSS")
-
-    def close(self) -> int:
-        if self.process.stdin is not None and not self.process.stdin.closed:
-            self.process.stdin.close()
-        try:
-            return self.process.wait(timeout=15)
-        finally:
-            if self.process.returncode is None:
-                self.process.kill()
-                self.process.wait()
-            self.reader.join(timeout=5)
 
 
 @pytest.fixture

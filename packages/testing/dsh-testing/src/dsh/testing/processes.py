@@ -8,9 +8,11 @@ Where ``/proc`` exists it is read directly (about three times faster than going
 through psutil for a whole-table read); elsewhere (macOS, BSDs) psutil answers the
 same questions, so no check here passes silently for want of ``/proc``.
 
-:class:`PtyProcess` runs a command on a pseudo-terminal, as a user's terminal does.
+:class:`PtyProcess` runs a command on a pseudo-terminal, as a user's terminal does;
+:class:`JsonLinesProcess` speaks raw JSON lines to a stdio server.
 """
 
+from dsh.testing._json_lines import JsonLinesProcess
 from dsh.testing._processes import (
     alive,
     cmdline,
@@ -25,6 +27,7 @@ from dsh.testing._pty import ANSI, PtyProcess
 
 __all__ = [
     "ANSI",
+    "JsonLinesProcess",
     "PtyProcess",
     "alive",
     "cmdline",

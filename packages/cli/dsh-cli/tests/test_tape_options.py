@@ -6,6 +6,7 @@ tests-integration/test_tapes.py."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,10 @@ def test_a_recorded_run_replays_without_server_key_or_model(tmp_path: Path) -> N
     assert replayed.stdout == recorded.stdout
     assert "replayed 2 model calls" in replayed.stderr
     assert "model m-1 at http://127.0.0.1:" in replayed.stderr  # from the tape's header
+    # the proxy's secret path token is never shown: only where the calls go
+    shown = re.compile(r"dsh: model m-1 at http://127\.0\.0\.1:\d+/\[tape proxy\]/u/openai ")
+    assert shown.search(recorded.stderr), recorded.stderr
+    assert shown.search(replayed.stderr), replayed.stderr
 
     # Another model named in the environment is another request: a divergence.
     other = dsh_run(

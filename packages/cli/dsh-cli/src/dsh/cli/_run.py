@@ -15,6 +15,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -28,6 +29,9 @@ from dsh.core import Agent, Context, DshError, Preset, PresetError, TurnOutcome
 from dsh.core.plugins import UntrustedPresetError
 from dsh.core.sessions import SessionError
 from dsh.subagent import Budget, BudgetMeter, SubagentRuntime
+
+if TYPE_CHECKING:
+    from dsh.tape import TapeProxy
 
 __all__ = ["FINISHED_WITH_FAILURES", "check_cwd", "run_command"]
 
@@ -150,20 +154,32 @@ def run_command(args: argparse.Namespace) -> int:
                 env_model = env_model_for(preset)  # now the proxy's
                 for line in unrecorded_rows(preset):
                     print(f"dsh: {strip_controls(line)}", file=sys.stderr)
-            status = _run_with_view(args, preset, cwd, env_model)
+            status = _run_with_view(args, preset, cwd, _model_notice(env_model, tape))
             return status if tape is None else report_tape(tape, status, FINISHED_WITH_FAILURES)
     except TapeUsageError as exc:
         return _fail(str(exc))
 
 
+def _model_notice(model: EnvModel | None, tape: TapeProxy | None) -> str | None:
+    """The run's first line, ``dsh: model … at … (…)`` (None: the preset names the
+    model); through a tape proxy, with the proxy's secret path token hidden."""
+    if model is None:
+        return None
+    text = f"dsh: {model.describe()}"
+    if tape is not None:
+        secret = tape.proxy_url
+        text = text.replace(secret, secret.rsplit("/", 1)[0] + "/[tape proxy]")
+    return text
+
+
 def _run_with_view(
-    args: argparse.Namespace, preset: Preset, cwd: Path | None, env_model: EnvModel | None
+    args: argparse.Namespace, preset: Preset, cwd: Path | None, model_notice: str | None
 ) -> int:
     view = choose_view(json_lines=args.json)
     interrupt = Interrupt()
     try:
         with interrupt.installed():  # from here to the end: signals, see _interrupt
-            return anyio.run(_run, args, preset, cwd, env_model, view, interrupt)
+            return anyio.run(_run, args, preset, cwd, model_notice, view, interrupt)
     finally:
         with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP)
             view.close()
@@ -189,7 +205,7 @@ async def _run(
     args: argparse.Namespace,
     preset: Preset,
     cwd: Path | None,
-    env_model: EnvModel | None,
+    model_notice: str | None,
     view: RunView,
     interrupt: Interrupt,
 ) -> int:
@@ -211,8 +227,8 @@ async def _run(
                 lift = SubagentRuntime.of(ctx).budget_tree(lead, args.budget)
             view.on_output_closed = lambda: interrupt.stop(signal.SIGPIPE)
             unwatch = watch(ctx, lead, view)
-            if env_model is not None:
-                view.notice(f"dsh: {env_model.describe()}")
+            if model_notice is not None:
+                view.notice(model_notice)
             with anyio.CancelScope() as scope, interrupt.catching(scope):
                 await lead.run(args.task)
                 await _settle_jobs(ctx, lead, view, detach=args.detach)

@@ -93,6 +93,18 @@ def test_replaying_a_missing_tape_is_a_usage_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_resuming_a_directory_without_a_tape_is_a_usage_error(tmp_path: Path) -> None:
+    folder = tmp_path / "never-recorded"
+    env = clean_env(OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_API_KEY=KEY)
+    done = dsh_run(tmp_path, env, "--resume", str(folder), "task")
+    assert done.returncode == 2, done.stderr
+    assert f"--resume {folder}: there is no tape to resume" in done.stderr
+    assert str(folder / "tape.jsonl") in done.stderr
+    assert f"use --record {folder}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not folder.exists()  # no fresh recording was started
+
+
 def test_a_preset_with_its_own_model_is_refused(tmp_path: Path) -> None:
     preset = tmp_path / "own.toml"
     preset.write_text(

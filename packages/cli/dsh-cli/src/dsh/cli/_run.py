@@ -154,7 +154,7 @@ def run_command(args: argparse.Namespace) -> int:
                 env_model = env_model_for(preset)  # now the proxy's
                 for line in unrecorded_rows(preset):
                     print(f"dsh: {strip_controls(line)}", file=sys.stderr)
-            status = _run_with_view(args, preset, cwd, _model_notice(env_model, tape))
+            status = _run_with_view(args, preset, cwd, _model_notice(env_model, tape), tape)
             return status if tape is None else report_tape(tape, status, FINISHED_WITH_FAILURES)
     except TapeUsageError as exc:
         return _fail(str(exc))
@@ -173,13 +173,17 @@ def _model_notice(model: EnvModel | None, tape: TapeProxy | None) -> str | None:
 
 
 def _run_with_view(
-    args: argparse.Namespace, preset: Preset, cwd: Path | None, model_notice: str | None
+    args: argparse.Namespace,
+    preset: Preset,
+    cwd: Path | None,
+    model_notice: str | None,
+    tape: TapeProxy | None = None,
 ) -> int:
     view = choose_view(json_lines=args.json)
     interrupt = Interrupt()
     try:
         with interrupt.installed():  # from here to the end: signals, see _interrupt
-            return anyio.run(_run, args, preset, cwd, model_notice, view, interrupt)
+            return anyio.run(_run, args, preset, cwd, model_notice, view, interrupt, tape)
     finally:
         with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP)
             view.close()
@@ -208,6 +212,7 @@ async def _run(
     model_notice: str | None,
     view: RunView,
     interrupt: Interrupt,
+    tape: TapeProxy | None = None,
 ) -> int:
     outcome: TurnOutcome | None = None
     problems: str | None = None
@@ -215,6 +220,10 @@ async def _run(
     """The budget cap the run was stopped at (None: not stopped by its budget)."""
     try:
         async with Context.open(preset, cwd=cwd, sessions_dir=args.sessions_dir) as ctx:
+            if tape is not None:  # this process's agents reach the tape without the proxy hop
+                from dsh.tape import attach
+
+                attach(ctx, tape)
             if args.yes:
                 ctx.permissions.allow_all = True
             elif sys.stdin.isatty() and sys.stderr.isatty():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
@@ -60,13 +61,15 @@ def recorded_or_replayed(
     if record is None and replay is None and resume is None:
         yield None
         return
-    from dsh.tape import TapeError, TapeProxy
+    from dsh.tape import TAPE_FILE, TapeError, TapeProxy
 
     if preset.agent.model is not None:
         raise TapeUsageError(
             f"--record and --replay use the model the environment names (OPENAI_BASE_URL,"
             f" DEEPSEEK_API_KEY, OPENAI_API_KEY); {preset.source} names its own [agent.model]"
         )
+    if resume is not None:
+        _require_tape(resume, TAPE_FILE)
     saved = {name: os.environ.get(name) for name in _VARIABLES}
     try:
         if record is not None or resume is not None:
@@ -96,6 +99,17 @@ def recorded_or_replayed(
             proxy.close()
     finally:
         _set_env(saved)
+
+
+def _require_tape(directory: str, name: str) -> None:
+    """``--resume DIR`` goes on from a tape: :class:`TapeUsageError` when ``DIR`` holds
+    none (a fresh recording is ``--record``'s job)."""
+    path = Path(directory) / name
+    if not path.is_file():
+        raise TapeUsageError(
+            f"--resume {directory}: there is no tape to resume ({path} does not exist);"
+            f" to start a new recording there, use --record {directory}"
+        )
 
 
 def unrecorded_rows(preset: Preset) -> list[str]:

@@ -19,6 +19,10 @@ call:
 A recording proxy says so (``"mode": "record"``): the client then stops asking before
 each call and only sends results (one round trip per call).
 
+In the proxy's own process the same route is a function (:data:`ToolRoute`, the
+proxy's ``tool_call``): ``ToolTape(route=...)`` calls it directly — the same bodies,
+the same answers, no HTTP and no sender thread (the proxy's lock orders the lines).
+
 A call names its agent as the proxy keys model calls: ``conversation`` (a short hash
 of the agent's system prompt and first user message) and ``call`` (how many
 assistant messages came before the one that asked for the tool), then the tool's
@@ -48,6 +52,7 @@ __all__ = [
     "RECORDER_GROUP",
     "TAPE_PROXY_VARIABLE",
     "TOOL_ROUTE",
+    "ToolRoute",
     "ToolTape",
     "start_recorder",
     "tool_key",
@@ -58,6 +63,10 @@ TAPE_PROXY_VARIABLE = "DSH_TAPE_PROXY"
 
 TOOL_ROUTE = "/t/tools"
 """The proxy's route for tool calls, after its token."""
+
+ToolRoute = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+"""The tool route as a function in the proxy's process: a JSON body in, the HTTP
+status and JSON answer out (what the route would answer)."""
 
 
 def tool_key(prompt: str, events: Sequence[Event]) -> tuple[str, int]:
@@ -76,17 +85,22 @@ def tool_key(prompt: str, events: Sequence[Event]) -> tuple[str, int]:
 
 
 class ToolTape:
-    """A tape proxy's tool route, as the agent loop uses it (see the module)."""
+    """A tape proxy's tool route, as the agent loop uses it (see the module): over HTTP
+    at ``proxy_url``, or, in the proxy's own process, by calling ``route``."""
 
-    __slots__ = ("_host", "_path", "_pending", "_port", "_record_only", "_sender")
+    __slots__ = ("_host", "_path", "_pending", "_port", "_record_only", "_route", "_sender")
 
-    def __init__(self, proxy_url: str) -> None:
-        parts = urlsplit(proxy_url.rstrip("/"))
-        if parts.scheme != "http" or not parts.hostname or not parts.port:
-            raise ValueError(f"not a tape proxy URL: {proxy_url!r}")
-        self._host = parts.hostname
-        self._port = parts.port
-        self._path = parts.path + TOOL_ROUTE
+    def __init__(self, proxy_url: str | None = None, *, route: ToolRoute | None = None) -> None:
+        self._route = route
+        if route is not None:
+            self._host, self._port, self._path = "", 0, ""
+        else:
+            parts = urlsplit((proxy_url or "").rstrip("/"))
+            if parts.scheme != "http" or not parts.hostname or not parts.port:
+                raise ValueError(f"not a tape proxy URL: {proxy_url!r}")
+            self._host = parts.hostname
+            self._port = parts.port
+            self._path = parts.path + TOOL_ROUTE
         self._record_only = False
         """The proxy said it only records: no need to ask before each call."""
         self._pending: queue.Queue[bytes] = queue.Queue()
@@ -152,6 +166,9 @@ class ToolTape:
             "arguments": arguments,
             "result": recorded,
         }
+        if self._route is not None:
+            self._call_route(body)
+            return
         if not self._record_only:
             await self._post(body)
             return
@@ -194,7 +211,19 @@ class ToolTape:
             finally:
                 self._pending.task_done()
 
-    async def _post(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _call_route(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """The in-process route; a value JSON cannot hold goes as the HTTP route would
+        get it (through ``json`` with ``default=str``)."""
+        assert self._route is not None
+        try:
+            return self._route(body)
+        except TypeError:
+            normalized: dict[str, Any] = json.loads(json.dumps(body, default=str))
+            return self._route(normalized)
+
+    async def _post(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self._route is not None:
+            return self._call_route(body)
         data = json.dumps(body, default=str).encode()
         try:
             return await anyio.to_thread.run_sync(self._post_sync, data)

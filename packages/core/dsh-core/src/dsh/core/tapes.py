@@ -6,8 +6,16 @@ from dsh.core._tool_tape import (
     RECORDER_GROUP,
     TAPE_PROXY_VARIABLE,
     TOOL_ROUTE,
+    ToolRoute,
     ToolTape,
     tool_key,
 )
 
-__all__ = ["RECORDER_GROUP", "TAPE_PROXY_VARIABLE", "TOOL_ROUTE", "ToolTape", "tool_key"]
+__all__ = [
+    "RECORDER_GROUP",
+    "TAPE_PROXY_VARIABLE",
+    "TOOL_ROUTE",
+    "ToolRoute",
+    "ToolTape",
+    "tool_key",
+]

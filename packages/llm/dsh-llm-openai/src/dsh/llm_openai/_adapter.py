@@ -44,12 +44,14 @@ class SharedClient:
     """One pooled :class:`httpx.AsyncClient`, made on first use, closed by :meth:`aclose`.
 
     The plugin keeps one for all the models it serves (connections are reused
-    across calls and agents); a standalone adapter keeps its own.
+    across calls and agents); a standalone adapter keeps its own. ``transport`` (an
+    httpx transport, e.g. a tape's) replaces the network for this client.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._client: httpx.AsyncClient | None = None
         self._closed = False
+        self._transport = transport
 
     def get(self) -> httpx.AsyncClient:
         """The client (made now if needed); :class:`ModelError` once closed."""
@@ -59,6 +61,7 @@ class SharedClient:
             self._client = httpx.AsyncClient(
                 headers={"user-agent": _USER_AGENT},
                 limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                transport=self._transport,
             )
         return self._client
 
@@ -75,7 +78,8 @@ class OpenAIChatAdapter:
 
     ``model`` is used when a request names none (``ModelConfig.model`` empty);
     it defaults to ``options.model``. Without ``client`` the adapter owns a
-    connection pool: close it with :meth:`aclose` (or ``async with``).
+    connection pool (over ``transport`` when given): close it with :meth:`aclose` (or
+    ``async with``).
     """
 
     def __init__(
@@ -84,11 +88,12 @@ class OpenAIChatAdapter:
         *,
         model: str = "",
         client: SharedClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.options = options or OpenAIOptions()
         self.model = model or self.options.model
         self._owns_client = client is None
-        self._clients = client if client is not None else SharedClient()
+        self._clients = client if client is not None else SharedClient(transport)
         if self.options.pricing != "none":
             warm()
         self.reports_cost = self.options.pricing != "none"
@@ -100,6 +105,12 @@ class OpenAIChatAdapter:
             write=self.options.write_timeout,
             pool=self.options.connect_timeout,
         )
+
+    def with_transport(self, transport: httpx.AsyncBaseTransport) -> OpenAIChatAdapter:
+        """The same model over ``transport`` (its own client, closed with
+        :meth:`aclose`): the seam a tape uses to record and replay this model's calls
+        in process (:meth:`dsh.tape.TapeProxy.transport`)."""
+        return OpenAIChatAdapter(self.options, model=self.model, transport=transport)
 
     async def aclose(self) -> None:
         """Close the connection pool if this adapter owns it."""

@@ -61,6 +61,13 @@ tape, checks tool calls against it (``replay_tools=True``: answers them too);
 ``resume`` answers what the tape holds and forwards and records the rest (after a
 crash: only the step in flight repeats).
 
+**In the proxy's process.** :func:`attach` puts a context's own agents on the tape
+without the proxy hop: their tool calls by a direct call
+(:meth:`TapeProxy.tool_tape`), their HTTP model's calls through
+:meth:`TapeProxy.transport` (a :class:`TapeTransport`, for an adapter that takes one:
+:class:`TransportSeam`). Both share the proxy's matching, redaction and writer (one
+lock), so the lines are those the proxy would write.
+
 **Replay.** A request is matched by label, method, path and its canonical body (JSON
 with keys sorted, :data:`VOLATILE_FIELDS` left out); identical requests are answered
 in recorded order, with the recorded status, content type and body (an SSE body as
@@ -71,6 +78,7 @@ and a unified diff of at most 40 lines from the closest recorded request not yet
 answered).
 """
 
+from dsh.tape._attach import TransportSeam, attach, taped_model
 from dsh.tape._format import (
     FORMAT_VERSION,
     READ_VERSIONS,
@@ -82,6 +90,7 @@ from dsh.tape._format import (
     read_tape,
 )
 from dsh.tape._proxy import TapeProxy
+from dsh.tape._transport import TapeTransport
 
 __all__ = [
     "FORMAT_VERSION",
@@ -92,5 +101,9 @@ __all__ = [
     "Tape",
     "TapeError",
     "TapeProxy",
+    "TapeTransport",
+    "TransportSeam",
+    "attach",
     "read_tape",
+    "taped_model",
 ]

@@ -14,14 +14,37 @@ from typing import Any
 from dsh.tape._format import TapeError
 
 __all__ = [
+    "HEAD_LIMIT",
+    "HOP_HEADERS",
+    "PASS_BACK",
     "BadRequest",
     "Request",
     "error_body",
+    "error_value",
     "head_bytes",
     "read_request",
     "write_chunk",
     "write_whole",
 ]
+
+HOP_HEADERS = frozenset(
+    {
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "content-length",
+        "te",
+        "trailer",
+        "upgrade",
+        "accept-encoding",
+    }
+)
+"""Request headers not forwarded upstream: hop-by-hop ones, and what httpx sets itself."""
+
+PASS_BACK = ("retry-after", "x-request-id", "request-id")
+"""Response headers passed back to the client besides ``content-type``."""
 
 HEAD_LIMIT = 64 * 1024
 """The largest request head accepted (the stream reader's limit)."""
@@ -147,10 +170,14 @@ async def write_whole(
     await writer.drain()
 
 
-def error_body(status: int, kind: str, message: str) -> bytes:
-    """An error body the OpenAI and Anthropic clients both read a message from."""
-    value: dict[str, Any] = {
+def error_value(status: int, kind: str, message: str) -> dict[str, Any]:
+    """The JSON value of :func:`error_body`."""
+    return {
         "type": "error",
         "error": {"type": kind, "code": kind, "message": message, "status": status},
     }
-    return json.dumps(value, ensure_ascii=False).encode()
+
+
+def error_body(status: int, kind: str, message: str) -> bytes:
+    """An error body the OpenAI and Anthropic clients both read a message from."""
+    return json.dumps(error_value(status, kind, message), ensure_ascii=False).encode()

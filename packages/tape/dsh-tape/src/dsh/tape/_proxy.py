@@ -4,36 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import json
 import os
 import secrets
-from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
 
 import httpx
 
-from dsh.tape._format import (
-    FORMAT_VERSION,
-    TAPE_FILE,
-    Divergence,
-    TapeError,
-    call_number,
-    canonical,
-    conversation_key,
-    parse_body,
-    pretty,
-    read_tape,
-    redact_path,
-    redact_text,
-    similarity,
-    unified_diff,
-)
+from dsh.core.tapes import ToolTape
+from dsh.tape._format import TapeError, parse_body, redact_path, redact_text
 from dsh.tape._http import (
     HEAD_LIMIT,
+    HOP_HEADERS,
+    PASS_BACK,
     BadRequest,
     Request,
     error_body,
@@ -43,31 +28,16 @@ from dsh.tape._http import (
     write_whole,
 )
 from dsh.tape._route import LABEL_ROUTE, RouteError, parse_target
-from dsh.tape._tools import ToolBook, tool_line
+from dsh.tape._state import Mode, TapeState
 from dsh.tape.serving import BackgroundServer
+
+if TYPE_CHECKING:
+    from dsh.tape._transport import TapeTransport
 
 __all__ = ["TapeProxy"]
 
-Mode = Literal["record", "replay", "resume"]
 
-# Not forwarded upstream: hop-by-hop headers, and what httpx sets itself.
-_HOP = {
-    "host",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "content-length",
-    "te",
-    "trailer",
-    "upgrade",
-    "accept-encoding",
-}
-# Response headers passed back to the client besides content-type.
-_PASS_BACK = ("retry-after", "x-request-id", "request-id")
-
-
-class TapeProxy(BackgroundServer):
+class TapeProxy(TapeState, BackgroundServer):
     """A recording proxy for model HTTP APIs, on 127.0.0.1 in a thread of its own.
 
     ``mode="record"`` forwards every request to ``upstreams[label]`` (streaming the
@@ -84,6 +54,9 @@ class TapeProxy(BackgroundServer):
     carries (record mode; replay ignores it): what
     :func:`dsh.subagent.kit.taped_url` builds for a product in any process of the
     tree from ``DSH_TAPE_PROXY`` (:meth:`env`).
+
+    In the proxy's own process, :meth:`transport` (a model's HTTP client) and
+    :meth:`tool_tape` (the agents' tool calls) reach the same tape without HTTP.
 
     Use as a context manager (``with`` or ``async with``) or :meth:`start` /
     :meth:`close`; closing ends every connection and joins the thread.
@@ -102,50 +75,17 @@ class TapeProxy(BackgroundServer):
         timeout: float = 600.0,
         replay_tools: bool = False,
     ) -> None:
-        if mode not in ("record", "replay", "resume"):
-            raise ValueError(f'mode must be "record", "replay" or "resume", not {mode!r}')
-        super().__init__(host)
-        self.directory = Path(directory)
-        """The tape directory (the tape is its ``tape.jsonl``)."""
-        self.mode: Mode = mode
+        TapeState.__init__(self, directory, mode, meta=meta, replay_tools=replay_tools)
+        BackgroundServer.__init__(self, host)
         self.upstreams = dict(upstreams or {})
         """Record mode: label -> the real API's base URL."""
-        self.header: dict[str, Any] = {}
-        """The tape's header line: the one written (record) or read (replay)."""
-        self.divergence: Divergence | None = None
-        """Replay mode: the first request the tape did not hold (None: none yet)."""
-        self.recorded = 0
-        """Exchanges written (record mode)."""
-        self.replayed = 0
-        """Requests answered from the tape (replay mode)."""
-        self.replay_tools = replay_tools
-        """Replay mode: answer tool calls from the tape (else they run again)."""
-        self.tools = ToolBook()
-        """The recorded tool calls (replay and resume modes)."""
-        self.tools_recorded = 0
-        """Tool calls written (record and resume modes)."""
         self.errors: list[Exception] = []
         """Unexpected errors while answering (each answered HTTP 500 when it could be)."""
-        self._meta = dict(meta or {})
         self._token = secrets.token_urlsafe(18)
         self._timeout = timeout
-        self._fd: int | None = None
-        self._seq = 0
-        self._index: dict[tuple[str, str, str, str], deque[dict[str, Any]]] = {}
-        self._unused: list[dict[str, Any]] = []
         self._http: httpx.AsyncClient | None = None
 
     # -- public ---------------------------------------------------------------------
-
-    @property
-    def tape_path(self) -> Path:
-        """``<directory>/tape.jsonl``."""
-        return self.directory / TAPE_FILE
-
-    @property
-    def remaining(self) -> int:
-        """Replay mode: recorded exchanges not answered yet."""
-        return len(self._unused)
 
     @property
     def proxy_url(self) -> str:
@@ -164,29 +104,34 @@ class TapeProxy(BackgroundServer):
         codex and claude-code providers among them) should find this tape."""
         return {"DSH_TAPE_PROXY": self.proxy_url}
 
+    def transport(self, label: str) -> TapeTransport:
+        """An httpx transport for a model client of this process whose base URL is
+        :meth:`base_url` of ``label``: it records and replays on this tape as the proxy
+        does, with no hop through the proxy (close it with the client)."""
+        from dsh.tape._transport import TapeTransport
+
+        return TapeTransport(self, label)
+
+    def tool_tape(self) -> ToolTape:
+        """``ctx.tool_tape`` for the agents of this process: their tool calls reach the
+        tape by a direct call (no HTTP, no sender thread), written by the same writer
+        as the proxy's routes."""
+        return ToolTape(route=self.tool_call)
+
     def start(self) -> Self:
         """Open the tape, bind and serve in a background thread; returns ``self``.
         :class:`TapeError` when the tape cannot be read or written."""
         if self.port or self._fd is not None:
             raise RuntimeError("the tape proxy is already started")
-        if self.mode == "replay":
-            self._load()
-        elif self.mode == "resume":
-            if self.tape_path.exists():
-                self._load()
-            self._open_for_recording()
-        else:
-            self._open_for_recording()
-        return super().start()
+        self._open_tape()
+        return BackgroundServer.start(self)
 
     def close(self, timeout: float = 10.0) -> None:
         """End every connection, stop the thread, close the tape. Idempotent."""
         try:
-            super().close(timeout)
+            BackgroundServer.close(self, timeout)
         finally:
-            fd, self._fd = self._fd, None
-            if fd is not None:
-                os.close(fd)
+            self._close_tape()
 
     def start_error(self, failure: BaseException | None) -> Exception:
         """:class:`TapeError` naming why the proxy could not start."""
@@ -196,43 +141,9 @@ class TapeProxy(BackgroundServer):
         where = f"{self.host}:{self.port}" if self.port else "not started"
         return f"<TapeProxy {self.mode} {self.directory} {where}>"
 
-    # -- the tape -------------------------------------------------------------------
-
-    def _open_for_recording(self) -> None:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.tape_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise TapeError(f"cannot write the tape {self.tape_path}: {exc.strerror}") from None
-        created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        header = {"tape": FORMAT_VERSION, "created": created, **self._meta}
-        if self.mode == "resume":
-            header["resumed"] = True
-            self.header = {**header, **self.header}  # the first recording's meta wins
-        else:
-            self.header = header
-        self._append(header)
-
-    def _append(self, entry: Mapping[str, Any]) -> None:
-        """One line, one write (``O_APPEND``: lines of concurrent writers never mix)."""
-        data = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
-        assert self._fd is not None
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-
-    def _load(self) -> None:
-        tape = read_tape(self.directory)
-        self.header = tape.header
-        self.tools = ToolBook(tape.tools)
-        for entry in tape.exchanges:
-            key = self._key(entry["label"], entry["method"], entry["path"], entry.get("request"))
-            self._index.setdefault(key, deque()).append(entry)
-            self._unused.append(entry)
-
-    @staticmethod
-    def _key(label: str, method: str, path: str, request: Any) -> tuple[str, str, str, str]:
-        return (label, method, path, pretty(canonical(request)))
+    def upstream(self, label: str) -> str | None:
+        """Record and resume modes: where requests of ``label`` go (None: nowhere)."""
+        return self.upstreams.get(label)
 
     # -- the server thread ----------------------------------------------------------
 
@@ -310,7 +221,7 @@ class TapeProxy(BackgroundServer):
                 keep_alive=keep,
             )
             return
-        headers = [(k, v) for k, v in request.headers if k.lower() not in _HOP]
+        headers = [(k, v) for k, v in request.headers if k.lower() not in HOP_HEADERS]
         headers.append(("accept-encoding", "identity"))
         assert self._http is not None
         client = self._http
@@ -335,7 +246,7 @@ class TapeProxy(BackgroundServer):
         try:
             content_type = response.headers.get("content-type", "")
             back = [("content-type", content_type)] if content_type else []
-            back += [(k, response.headers[k]) for k in _PASS_BACK if k in response.headers]
+            back += [(k, response.headers[k]) for k in PASS_BACK if k in response.headers]
             head = head_bytes(response.status_code, back, keep_alive=keep)
             async for chunk in response.aiter_bytes():
                 if chunk:
@@ -348,24 +259,15 @@ class TapeProxy(BackgroundServer):
             raise ConnectionResetError("the upstream broke mid-response") from None
         finally:
             await response.aclose()
-        value = parse_body(request.body)
-        self._seq += 1
-        self._append(
-            {
-                "v": FORMAT_VERSION,
-                "seq": self._seq,
-                "label": label,
-                "method": request.method,
-                "path": redact_path(rest),
-                "request": value,
-                "status": response.status_code,
-                "content_type": content_type,
-                "body": redact_text(bytes(body).decode("utf-8", "replace")),
-                "conversation": conversation_key(value),
-                "call": call_number(value),
-            }
+        self.record_exchange(
+            label,
+            request.method,
+            rest,
+            parse_body(request.body),
+            response.status_code,
+            content_type,
+            bytes(body),
         )
-        self.recorded += 1
 
     # -- replay -----------------------------------------------------------------------
 
@@ -380,32 +282,20 @@ class TapeProxy(BackgroundServer):
     ) -> bool:
         """Answer from the tape (True); else, resuming, answer nothing (False: go
         live), or answer 409 with the divergence."""
-        keep = request.keep_alive
         value = parse_body(request.body)
-        path = redact_path(rest)
-        queue = self._index.get(self._key(label, request.method, path, value))
-        if queue:
-            entry = queue.popleft()
-            self._unused.remove(entry)
-            self.replayed += 1
-            body = str(entry.get("body") or "").encode()
-            content_type = str(entry.get("content_type") or "application/octet-stream")
-            await write_whole(writer, int(entry["status"]), body, content_type, keep_alive=keep)
-            return True
-        if resuming:
+        answer = self.answer_from_tape(label, request.method, rest, value, resuming=resuming)
+        if answer is None:
             return False
-        divergence = self._diverge(label, request.method, path, value)
-        if self.divergence is None:
-            self.divergence = divergence
-        body = error_body(409, "tape_divergence", divergence.describe())
-        await write_whole(writer, 409, body, "application/json", keep_alive=keep)
+        await write_whole(
+            writer, answer.status, answer.body, answer.content_type, keep_alive=request.keep_alive
+        )
         return True
 
     # -- tools ------------------------------------------------------------------------
 
     async def _tool(self, request: Request, writer: asyncio.StreamWriter) -> None:
-        """The tool route: ``{"phase": "call"}`` before a tool runs, ``{"phase":
-        "result"}`` after (see :mod:`dsh.core.tapes`)."""
+        """The tool route over HTTP, for the other processes of the tree (see
+        :meth:`tool_call`)."""
         keep = request.keep_alive
         try:
             call = json.loads(request.body or b"{}")
@@ -415,53 +305,6 @@ class TapeProxy(BackgroundServer):
             body = error_body(400, "bad_request", "tape proxy: POST a JSON object here")
             await write_whole(writer, 400, body, "application/json", keep_alive=keep)
             return
-        answer: dict[str, Any]
-        if call.get("phase") == "result":
-            if self._fd is not None:
-                self._seq += 1
-                self._append(tool_line(self._seq, FORMAT_VERSION, call))
-                self.tools_recorded += 1
-            answer = {"ok": True}
-        elif self.mode == "record":
-            answer = {"action": "record", "mode": "record"}
-        elif self.mode == "replay" and self.header.get("tape") == 1:
-            answer = {"action": "run"}  # a version 1 tape holds no tool calls
-        else:
-            line = self.tools.take(call)
-            if line is not None:
-                if self.mode == "resume" or self.replay_tools:
-                    answer = {"action": "result", "result": line.get("result") or {}}
-                else:
-                    answer = {"action": "run"}
-            elif self.mode == "resume":
-                answer = {"action": "record"}
-            else:
-                divergence = self.tools.diverge(call)
-                if self.divergence is None:
-                    self.divergence = divergence
-                body = error_body(409, "tape_divergence", divergence.describe())
-                await write_whole(writer, 409, body, "application/json", keep_alive=keep)
-                return
+        status, answer = self.tool_call(call)
         data = json.dumps(answer, ensure_ascii=False).encode()
-        await write_whole(writer, 200, data, "application/json", keep_alive=keep)
-
-    def _diverge(self, label: str, method: str, path: str, value: Any) -> Divergence:
-        conversation, call = conversation_key(value), call_number(value)
-        candidates = [
-            e
-            for e in self._unused
-            if e["label"] == label and e["method"] == method and e["path"] == path
-        ]
-        same = [e for e in candidates if e.get("conversation") == conversation]
-        same_call = [e for e in same if e.get("call") == call]
-        closest: dict[str, Any] | None = None
-        if same_call:
-            closest = same_call[0]
-        elif candidates:
-            text = pretty(canonical(value))
-            pool = same or candidates
-            closest = max(pool, key=lambda e: similarity(pretty(canonical(e.get("request"))), text))
-        if closest is None:
-            return Divergence(label, path, conversation, call, "")
-        diff = unified_diff(closest.get("request"), value)
-        return Divergence(label, path, conversation, call, diff, closest_seq=closest.get("seq"))
+        await write_whole(writer, status, data, "application/json", keep_alive=keep)

@@ -43,6 +43,8 @@ class BackgroundServer:
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self.accepted = 0
+        """Connections accepted so far."""
 
     # -- for subclasses -------------------------------------------------------------
 
@@ -161,6 +163,7 @@ class BackgroundServer:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.accepted += 1
         try:
             await self.on_connection(reader, writer)
         except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.CancelledError):

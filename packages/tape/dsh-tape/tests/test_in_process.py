@@ -160,14 +160,18 @@ async def test_in_process_tool_calls_write_the_route_s_lines_without_a_thread(
     with TapeProxy(tmp_path / "route", "replay", replay_tools=True) as proxy:
         tape = proxy.tool_tape()
         action, answer = await tape.before("conv1", 0, "read_file", {"path": "b.txt"})
-        assert action == "diverged" and answer is not None and answer.is_error
+        assert action == "diverged"
+        assert answer is not None
+        assert answer.is_error
         assert '-  "path": "a.txt"' in answer.blocks()[0]["text"]
         assert '+  "path": "b.txt"' in answer.blocks()[0]["text"]
         action, answer = await tape.before("conv1", 0, "read_file", {"path": "a.txt"})
-        assert action == "result" and answer is not None
+        assert action == "result"
+        assert answer is not None
         assert answer.blocks() == [{"type": "text", "text": "alpha\n"}]
         assert answer.data == {"n": 1}
-    assert proxy.divergence is not None and proxy.divergence.label == "tool"
+    assert proxy.divergence is not None
+    assert proxy.divergence.label == "tool"
     assert proxy.accepted == 0
 
 
@@ -240,7 +244,9 @@ async def test_context_record_is_in_process_and_replays_with_the_server_stopped(
         async with Context.open(preset) as ctx:
             attach(ctx, proxy)
             _, error = await _run(ctx, "count twice please", runs)
-    assert error is not None and "HTTP 409" in error and "tape divergence" in error
+    assert error is not None
+    assert "HTTP 409" in error
+    assert "tape divergence" in error
     assert proxy.divergence is not None
     assert '-   "content": "count please",' in proxy.divergence.diff
     assert '+   "content": "count twice please",' in proxy.divergence.diff
@@ -282,16 +288,20 @@ def _child(proxy: TapeProxy, body: dict[str, Any]) -> list[Any]:
 
 async def test_a_child_process_and_the_parent_in_process_make_one_tape(tmp_path: Path) -> None:
     child_body = chat("child task")
-    with OpenAIChatServer(default=ChatReply(text="from the model")) as server:
-        with TapeProxy(tmp_path, "record", {"openai": server.api_base}) as proxy:
-            tools = proxy.tool_tape()
-            async with httpx.AsyncClient(transport=proxy.transport("openai")) as client:
-                base = proxy.base_url("openai")
-                parent = await client.post(base + "/chat/completions", json=chat("parent task"))
-                child = _child(proxy, child_body)  # over HTTP, in another process
-                await tools.after("parent", 0, "count", {"n": 1}, ToolResult("1"))
-            assert proxy.accepted >= 1
-    assert parent.status_code == 200 and child[0] == 200 and child[2] == "record"
+    with (
+        OpenAIChatServer(default=ChatReply(text="from the model")) as server,
+        TapeProxy(tmp_path, "record", {"openai": server.api_base}) as proxy,
+    ):
+        tools = proxy.tool_tape()
+        async with httpx.AsyncClient(transport=proxy.transport("openai")) as client:
+            base = proxy.base_url("openai")
+            parent = await client.post(base + "/chat/completions", json=chat("parent task"))
+            child = _child(proxy, child_body)  # over HTTP, in another process
+            await tools.after("parent", 0, "count", {"n": 1}, ToolResult("1"))
+        assert proxy.accepted >= 1
+    assert parent.status_code == 200
+    assert child[0] == 200
+    assert child[2] == "record"
     tape = read_tape(tmp_path)
     assert [e["request"]["messages"][1]["content"] for e in tape.exchanges] == [
         "parent task",
@@ -313,4 +323,6 @@ async def test_a_child_process_and_the_parent_in_process_make_one_tape(tmp_path:
     assert again.content == parent.content
     assert child_again[:2] == child[:2]
     assert child_again[2] == "result"
-    assert action == "result" and answer is not None and answer.blocks()[0]["text"] == "1"
+    assert action == "result"
+    assert answer is not None
+    assert answer.blocks()[0]["text"] == "1"

@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 from urllib.parse import quote
 
 import httpx
@@ -29,10 +29,8 @@ from dsh.tape._http import (
 )
 from dsh.tape._route import LABEL_ROUTE, RouteError, parse_target
 from dsh.tape._state import Mode, TapeState
+from dsh.tape._transport import TapeTransport
 from dsh.tape.serving import BackgroundServer
-
-if TYPE_CHECKING:
-    from dsh.tape._transport import TapeTransport
 
 __all__ = ["TapeProxy"]
 
@@ -108,9 +106,7 @@ class TapeProxy(TapeState, BackgroundServer):
         """An httpx transport for a model client of this process whose base URL is
         :meth:`base_url` of ``label``: it records and replays on this tape as the proxy
         does, with no hop through the proxy (close it with the client)."""
-        from dsh.tape._transport import TapeTransport
-
-        return TapeTransport(self, label)
+        return TapeTransport(self, label, self.base_url(label), self.upstreams.get(label))
 
     def tool_tape(self) -> ToolTape:
         """``ctx.tool_tape`` for the agents of this process: their tool calls reach the
@@ -140,10 +136,6 @@ class TapeProxy(TapeState, BackgroundServer):
     def __repr__(self) -> str:
         where = f"{self.host}:{self.port}" if self.port else "not started"
         return f"<TapeProxy {self.mode} {self.directory} {where}>"
-
-    def upstream(self, label: str) -> str | None:
-        """Record and resume modes: where requests of ``label`` go (None: nowhere)."""
-        return self.upstreams.get(label)
 
     # -- the server thread ----------------------------------------------------------
 

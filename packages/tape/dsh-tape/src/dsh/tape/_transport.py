@@ -13,27 +13,26 @@ the other. Any other request goes out untouched.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
 
 import httpx
 
 from dsh.tape._format import parse_body
 from dsh.tape._http import HOP_HEADERS, PASS_BACK, error_body
-
-if TYPE_CHECKING:
-    from dsh.tape._proxy import TapeProxy
+from dsh.tape._state import TapeState
 
 __all__ = ["TapeTransport"]
 
 
 class TapeTransport(httpx.AsyncBaseTransport):
-    """Records and replays requests to ``proxy.base_url(label)`` on ``proxy``'s tape
-    (see the module); made by :meth:`dsh.tape.TapeProxy.transport`."""
+    """Records and replays requests under ``prefix`` (the proxy's route for ``label``)
+    on ``tape`` (see the module), forwarding to ``upstream`` when recording; made by
+    :meth:`dsh.tape.TapeProxy.transport`."""
 
-    def __init__(self, proxy: TapeProxy, label: str) -> None:
-        self.proxy = proxy
+    def __init__(self, tape: TapeState, label: str, prefix: str, upstream: str | None) -> None:
+        self.tape = tape
         self.label = label
-        self._prefix = proxy.base_url(label)
+        self._prefix = prefix
+        self._upstream = upstream
         self._client: httpx.AsyncClient | None = None
         """Forwards upstream (made on first use; ``HTTPS_PROXY`` as the proxy's)."""
 
@@ -57,16 +56,16 @@ class TapeTransport(httpx.AsyncBaseTransport):
             stream = _Tee(response, None)
             return httpx.Response(response.status_code, headers=response.headers, stream=stream)
         raw = await request.aread()
-        proxy = self.proxy
+        tape = self.tape
         value = parse_body(raw)
-        if proxy.mode != "record":
-            answer = proxy.answer_from_tape(
-                self.label, request.method, rest, value, resuming=proxy.mode == "resume"
+        if tape.mode != "record":
+            answer = tape.answer_from_tape(
+                self.label, request.method, rest, value, resuming=tape.mode == "resume"
             )
             if answer is not None:
                 headers = [("content-type", answer.content_type)]
                 return httpx.Response(answer.status, headers=headers, content=answer.body)
-        upstream = proxy.upstream(self.label)
+        upstream = self._upstream
         if upstream is None:
             message = f"tape proxy: no upstream for label {self.label!r}"
             body = error_body(404, "not_found", message)
@@ -86,7 +85,7 @@ class TapeTransport(httpx.AsyncBaseTransport):
         back += [(k, response.headers[k]) for k in PASS_BACK if k in response.headers]
 
         def done(body: bytes) -> None:
-            proxy.record_exchange(
+            tape.record_exchange(
                 self.label, request.method, rest, value, response.status_code, content_type, body
             )
 

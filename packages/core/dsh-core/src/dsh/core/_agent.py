@@ -145,6 +145,7 @@ class AgentCore(TurnLoop):
         self.prompt = prompt
         self.tools = tools
         self.tool_tape = ctx.tool_tape
+        self._tool_keys = None
         self.parent_id = parent_id
         self.label = label
         self.max_steps = max_steps

@@ -53,6 +53,7 @@ __all__ = [
     "TAPE_PROXY_VARIABLE",
     "TOOL_ROUTE",
     "ToolRoute",
+    "ToolKeys",
     "ToolTape",
     "start_recorder",
     "tool_key",
@@ -73,15 +74,42 @@ def tool_key(prompt: str, events: Sequence[Event]) -> tuple[str, int]:
     """``(conversation, call)`` of an agent's tool call: a short hash of the system
     prompt and the first user message's text, and the number of assistant messages
     before the last one (the model call that asked for the tool)."""
-    first_user = ""
-    assistant = 0
-    for event in events:
-        if event.type == "assistant/message":
-            assistant += 1
-        elif event.type == "user/message" and not first_user:
-            first_user = text_of(event.data.get("content"))
-    text = json.dumps([prompt, first_user])
-    return hashlib.sha256(text.encode()).hexdigest()[:12], max(assistant - 1, 0)
+    return ToolKeys().key(prompt, events)
+
+
+class ToolKeys:
+    """:func:`tool_key` for one agent, call after call: a log only grows, so each call
+    reads only the events appended since the one before (the same answer as
+    :func:`tool_key`, in O(new events) instead of O(log))."""
+
+    __slots__ = ("_assistant", "_digest", "_events", "_first_user", "_hashed", "_scanned")
+
+    def __init__(self) -> None:
+        self._events: Sequence[Event] | None = None
+        self._scanned = 0
+        self._first_user = ""
+        self._assistant = 0
+        self._hashed: tuple[str, str] | None = None
+        self._digest = ""
+
+    def key(self, prompt: str, events: Sequence[Event]) -> tuple[str, int]:
+        """``(conversation, call)`` as :func:`tool_key` gives it."""
+        length = len(events)
+        if events is not self._events or length < self._scanned:  # another log: read it all
+            self._events, self._scanned, self._first_user, self._assistant = events, 0, "", 0
+        first_user, assistant = self._first_user, self._assistant
+        for index in range(self._scanned, length):
+            event = events[index]
+            if event.type == "assistant/message":
+                assistant += 1
+            elif event.type == "user/message" and not first_user:
+                first_user = text_of(event.data.get("content"))
+        self._scanned, self._first_user, self._assistant = length, first_user, assistant
+        if self._hashed != (prompt, first_user):
+            text = json.dumps([prompt, first_user])
+            self._digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+            self._hashed = (prompt, first_user)
+        return self._digest, max(assistant - 1, 0)
 
 
 class ToolTape:

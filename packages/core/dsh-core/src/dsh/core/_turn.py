@@ -43,7 +43,7 @@ from dsh.core._prompt import PromptSections
 from dsh.core._redact import redact_urls
 from dsh.core._session import Event, Session, SessionError
 from dsh.core._signals import AbortSignal
-from dsh.core._tool_tape import ToolTape, tool_key
+from dsh.core._tool_tape import ToolKeys, ToolTape
 from dsh.core._tools import AgentTools, CallContext, Tool, ToolResult, TurnBlocked
 
 __all__ = [
@@ -160,6 +160,7 @@ class TurnLoop:
         "_observers",
         "_scope",
         "_steer",
+        "_tool_keys",
         "_turn_signal",
         "id",
         "max_steps",
@@ -192,6 +193,7 @@ class TurnLoop:
     _cancel_cause: str | None
     _scope: anyio.CancelScope | None
     _turn_signal: AbortSignal | None
+    _tool_keys: ToolKeys | None
 
     # -- hooks the agent supplies -------------------------------------------------
 
@@ -465,7 +467,10 @@ class TurnLoop:
         self, tape: ToolTape, tool: Tool, call: ToolCall, signal: AbortSignal
     ) -> ToolResult:
         """A tool call with a tape (``ctx.tool_tape``): asked first, recorded after."""
-        conversation, number = tool_key(self.prompt.render(), self.session.events)
+        keys = self._tool_keys
+        if keys is None:
+            keys = self._tool_keys = ToolKeys()
+        conversation, number = keys.key(self.prompt.render(), self.session.events)
         action, answer = await tape.before(conversation, number, call.name, call.arguments)
         if answer is not None:
             return answer

@@ -37,6 +37,7 @@ __all__ = [
     "redact_text",
     "redact_value",
     "similarity",
+    "to_json",
     "unified_diff",
 ]
 
@@ -106,6 +107,20 @@ def _key_name(name: str, names: frozenset[str] | set[str] = _KEY_NAMES) -> bool:
     return name.lower().replace("-", "_") in names
 
 
+# Member names seen, and whether each is key-like (names repeat from call to call).
+_MEMBER_NAMES: dict[str, bool] = {}
+_MEMBER_NAMES_KEPT = 4096
+
+
+def _key_member(name: str) -> bool:
+    found = _MEMBER_NAMES.get(name)
+    if found is None:
+        found = _key_name(name)
+        if len(_MEMBER_NAMES) < _MEMBER_NAMES_KEPT:
+            _MEMBER_NAMES[name] = found
+    return found
+
+
 def redact_text(text: str) -> str:
     """``text`` with anything that looks like a credential replaced by ``[REDACTED]``."""
     return _KEY_PATTERNS.sub(REDACTED, text)
@@ -114,15 +129,18 @@ def redact_text(text: str) -> str:
 def redact_value(value: Any) -> Any:
     """A copy of a JSON value with credentials redacted: the value of every key-like
     member (``api_key``, ``authorization``, ``token``, ...) and every key-looking text."""
+    if isinstance(value, str):
+        return _KEY_PATTERNS.sub(REDACTED, value)
     if isinstance(value, dict):
-        return {
-            k: (REDACTED if _key_name(k) and isinstance(v, str) and v else redact_value(v))
-            for k, v in value.items()
-        }
+        out = {}
+        for k, v in value.items():
+            if isinstance(v, str):
+                out[k] = REDACTED if v and _key_member(k) else _KEY_PATTERNS.sub(REDACTED, v)
+            else:
+                out[k] = redact_value(v)
+        return out
     if isinstance(value, list):
         return [redact_value(item) for item in value]
-    if isinstance(value, str):
-        return redact_text(value)
     return value
 
 
@@ -172,6 +190,10 @@ def _drop(node: Any, path: Sequence[str]) -> None:
             node.pop(name, None)
         elif name in node:
             _drop(node[name], rest)
+
+
+to_json = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)`` (one encoder, not one per line)."""
 
 
 def pretty(value: Any) -> str:

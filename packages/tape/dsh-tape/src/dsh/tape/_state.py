@@ -33,6 +33,7 @@ from dsh.tape._format import (
     redact_path,
     redact_text,
     similarity,
+    to_json,
     unified_diff,
 )
 from dsh.tape._http import error_value
@@ -131,7 +132,7 @@ class TapeState:
             self.header = {**header, **self.header}  # the first recording's meta wins
         else:
             self.header = header
-        self._write(json.dumps(header, ensure_ascii=False))
+        self._write(to_json(header))
 
     def _write(self, line: str) -> None:
         """One line, one write (``O_APPEND``: lines of concurrent writers never mix)."""
@@ -184,7 +185,7 @@ class TapeState:
                 return  # closed meanwhile: the step is not on the tape (at least once)
             self._seq += 1
             entry = {"v": FORMAT_VERSION, "seq": self._seq, **fields}
-            line = json.dumps(entry, ensure_ascii=False)
+            line = to_json(entry)
             self._write(line)
             self.recorded += 1
 
@@ -246,7 +247,7 @@ class TapeState:
             with self._lock:
                 if self._fd is not None:
                     line = tool_line(self._seq + 1, FORMAT_VERSION, call)
-                    text = json.dumps(line, ensure_ascii=False)
+                    text = to_json(line)
                     self._seq += 1
                     self._write(text)
                     self.tools_recorded += 1

@@ -73,7 +73,10 @@ async def main(iterations: int, rounds: int, json_path: str | None) -> int:
     for timing in timings.values():
         print(timing.line())
     results = {}
-    for kind, what in (("delegation", "turn with a spawn delegation"), ("constant", "turn with a constant tool")):
+    for kind, what in (
+        ("delegation", "turn with a spawn delegation"),
+        ("constant", "turn with a constant tool"),
+    ):
         plain_median = timings[f"plain {kind}"].median
         taped_median = timings[f"taped {kind}"].median
         ratio = taped_median / plain_median
@@ -82,7 +85,11 @@ async def main(iterations: int, rounds: int, json_path: str | None) -> int:
             f"{what}, JSONL sessions: recorded {taped_median * 1e6:.1f} µs vs"
             f" {plain_median * 1e6:.1f} µs plain = {ratio:.3f}x{target}"
         )
-        results[kind] = {"plain_us": plain_median * 1e6, "recorded_us": taped_median * 1e6, "ratio": ratio}
+        results[kind] = {
+            "plain_us": plain_median * 1e6,
+            "recorded_us": taped_median * 1e6,
+            "ratio": ratio,
+        }
     if json_path:
         write_json(json_path, "tools/bench/bench_tape_delegation.py", results)
     return 0

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from dsh.core import AbortSignal, ModelRequest, Usage
@@ -436,3 +437,36 @@ async def test_request_body(chat_server: OpenAIChatServer, options: OpenAIOption
     }
     assert second.json["model"] == "deepseek-reasoner"
     assert "tools" not in second.json
+
+
+class _Counting(httpx.AsyncBaseTransport):
+    """A real HTTP transport that counts the requests it carries and its closes."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.requests: list[str] = []
+        self.closed = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(str(request.url))
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        self.closed += 1
+        await self.inner.aclose()
+
+
+async def test_with_transport_sends_the_same_model_s_calls_over_it(
+    chat_server: OpenAIChatServer, options: OpenAIOptions
+) -> None:
+    chat_server.default = ChatReply(text="over the transport")
+    transport = _Counting()
+    async with OpenAIChatAdapter(options, model="m-1") as adapter:
+        other = adapter.with_transport(transport)
+        assert (other.model, other.options) == (adapter.model, adapter.options)
+        events = await collect(other)
+        await other.aclose()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "over the transport"
+    assert transport.requests == [options.url]
+    assert chat_server.requests[0].json["model"] == "m-1"
+    assert transport.closed == 1  # the adapter's own client closed its transport

@@ -256,6 +256,32 @@ def test_volatile_fields_are_left_out_of_the_comparison() -> None:
         "input": [{"role": "user", "content": "hi"}, "text"],
     }
     assert request["input"][0]["id"] == "msg_1"  # the recorded request is left whole
+    assert request["metadata"] == {"user_id": "u", "keep": 1}
+    assert "prompt_cache_key" in request
+    plain = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert canonical(plain) == plain
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-ant-0123456789abcdefghij",
+        "pk-0123456789abcdefghij",
+        "BeArEr abcdefgh12345",
+        "bearer\tabcdefgh12345",
+        "AIza" + "x" * 35,
+        "ghp_" + "a" * 36,
+    ],
+)
+def test_key_looking_texts_are_redacted_wherever_they_are(secret: str) -> None:
+    from dsh.tape._format import redact_text, redact_value
+
+    text = "s" * 3000 + f" here: {secret} and more"
+    assert redact_text(text) == "s" * 3000 + " here: [REDACTED] and more"
+    assert redact_value({"messages": [{"content": text}]}) == {
+        "messages": [{"content": "s" * 3000 + " here: [REDACTED] and more"}]
+    }
+    assert redact_text("s" * 3000) == "s" * 3000
 
 
 def test_a_tape_line_of_the_wrong_shape_is_answered_500_and_kept(tmp_path: Path) -> None:

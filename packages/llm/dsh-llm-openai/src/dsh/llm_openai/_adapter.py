@@ -216,9 +216,10 @@ class OpenAIChatAdapter:
 
     async def _priced(self, usage: Usage, model: str) -> Usage:
         """The call's usage with its cost where the price table knows the model (the
-        table is read in a worker thread until it has loaded)."""
+        table is read in a worker thread until it has loaded; ``pricing = "none"`` reads
+        no table)."""
         args = (usage, model, self.options.base_url, self.options.pricing)
-        if ready():
+        if ready() or self.options.pricing == "none":
             return priced(*args)
         return await anyio.to_thread.run_sync(priced, *args)
 

@@ -55,7 +55,8 @@ async def main(iterations: int, rounds: int, json_path: str | None) -> int:
                     PRESET, sessions_dir=os.path.join(tmp, "taped"), record=os.path.join(tmp, "t")
                 )
             )
-            assert plain_ctx.tool_tape is None and taped_ctx.tool_tape is not None
+            assert plain_ctx.tool_tape is None
+            assert taped_ctx.tool_tape is not None
             plain = await _agents(plain_ctx)
             taped = await _agents(taped_ctx)
             per_round = max(iterations // rounds, 1)

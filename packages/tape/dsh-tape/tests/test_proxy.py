@@ -295,3 +295,27 @@ def test_a_tape_line_of_the_wrong_shape_is_answered_500_and_kept(tmp_path: Path)
     assert r.status_code == 500
     assert "KeyError" in r.json()["error"]["message"]
     assert [type(e) for e in proxy.errors] == [KeyError]
+
+
+def test_a_tool_line_is_redacted_whenever_redaction_would_change_it() -> None:
+    from dsh.tape._format import _KEY_NAME_PIECES, _KEY_NAMES, _TOKEN_NAMES, needs_redaction
+    from dsh.tape._tools import tool_line, tool_line_text
+
+    # the fast path's pieces cover every key-like member name
+    assert all(any(p in n for p in _KEY_NAME_PIECES) or n in _TOKEN_NAMES for n in _KEY_NAMES)
+    clean = {"conversation": "c", "call": 1, "name": "read_file", "arguments": {"path": "a"}}
+    clean["result"] = {"content": [{"type": "text", "text": "alpha"}], "data": {"input_tokens": 3}}
+    assert not needs_redaction(json.dumps(tool_line(1, 2, clean, redact=False)))
+    assert json.loads(tool_line_text(1, 2, clean)) == tool_line(1, 2, clean)
+    for arguments, result in (
+        ({"Api-Key": "v1"}, {}),
+        ({"path": "a"}, {"data": {"Refresh-Token": "v2"}}),
+        ({"path": "a"}, {"data": {"client_secret": "v3", "password": "v4"}}),
+        ({"cmd": f"curl -H 'Authorization: Bearer {KEY}'"}, {}),
+    ):
+        call = {**clean, "arguments": arguments, "result": result}
+        text = tool_line_text(1, 2, call)
+        assert json.loads(text) == tool_line(1, 2, call)
+        for secret in ("v1", "v2", "v3", "v4", KEY):
+            assert f'"{secret}"' not in text
+            assert KEY not in text

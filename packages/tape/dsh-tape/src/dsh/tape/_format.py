@@ -29,6 +29,7 @@ __all__ = [
     "call_number",
     "canonical",
     "conversation_key",
+    "needs_redaction",
     "parse_body",
     "pretty",
     "read_tape",
@@ -120,13 +121,44 @@ def _key_member(name: str) -> bool:
     return found
 
 
+_GITHUB_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
+
+
 def _may_hold_key(text: str) -> bool:
     """False when :data:`_KEY_PATTERNS` cannot match ``text`` (each pattern needs one of
     these pieces): most texts are then passed over without running the pattern at
     every position of a long prompt."""
     return (
-        "k-" in text or "AIza" in text or "gh" in text or ("earer" in text.lower())  # sk- ...
+        "k-" in text  # sk-, pk-, rk-
+        or "AIza" in text
+        or ("earer" in text.lower())  # bearer, in any case
+        or ("gh" in text and any(prefix in text for prefix in _GITHUB_PREFIXES))
     )
+
+
+# Every name of _KEY_NAMES holds one of these pieces, or is one of the token names.
+_KEY_NAME_PIECES = ("key", "auth", "secret", "password")
+_TOKEN_NAMES = ("access_token", "refresh_token", "id_token")
+
+
+def needs_redaction(text: str) -> bool:
+    """False when the JSON text of a value shows that :func:`redact_value` would leave
+    the value as it is: no key-looking text anywhere and no key-like member name (the
+    pieces every match needs are never escaped in JSON). True means: maybe."""
+    lowered = text.lower()
+    if (
+        "k-" in text
+        or "AIza" in text
+        or "earer" in lowered
+        or ("gh" in text and any(prefix in text for prefix in _GITHUB_PREFIXES))
+    ):
+        return True
+    if any(piece in lowered for piece in _KEY_NAME_PIECES):
+        return True
+    if "token" in lowered:
+        names = lowered.replace("-", "_")
+        return any(name in names for name in _TOKEN_NAMES)
+    return False
 
 
 def redact_text(text: str) -> str:

@@ -37,7 +37,7 @@ from dsh.tape._format import (
     unified_diff,
 )
 from dsh.tape._http import error_value
-from dsh.tape._tools import ToolBook, tool_line
+from dsh.tape._tools import ToolBook, tool_line_text
 
 __all__ = ["Answer", "Mode", "TapeState"]
 
@@ -246,8 +246,7 @@ class TapeState:
         if call.get("phase") == "result":
             with self._lock:
                 if self._fd is not None:
-                    line = tool_line(self._seq + 1, FORMAT_VERSION, call)
-                    text = to_json(line)
+                    text = tool_line_text(self._seq + 1, FORMAT_VERSION, call)
                     self._seq += 1
                     self._write(text)
                     self.tools_recorded += 1

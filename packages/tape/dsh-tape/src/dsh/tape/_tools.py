@@ -13,9 +13,18 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from dsh.tape._format import Divergence, canonical, pretty, redact_value, similarity, unified_diff
+from dsh.tape._format import (
+    Divergence,
+    canonical,
+    needs_redaction,
+    pretty,
+    redact_value,
+    similarity,
+    to_json,
+    unified_diff,
+)
 
-__all__ = ["TOOL_LABEL", "ToolBook", "tool_line"]
+__all__ = ["TOOL_LABEL", "ToolBook", "tool_line", "tool_line_text"]
 
 TOOL_LABEL = "tool"
 """The label of tool lines (``"kind": "tool"``) and of their divergences."""
@@ -27,9 +36,12 @@ def _key(conversation: str, call: int, name: str, arguments: Any) -> _Key:
     return (conversation, call, name, pretty(canonical(arguments)))
 
 
-def tool_line(seq: int, version: int, call: dict[str, Any]) -> dict[str, Any]:
+def tool_line(
+    seq: int, version: int, call: dict[str, Any], *, redact: bool = True
+) -> dict[str, Any]:
     """The tape line of a tool call with its result (``call`` as the route received
-    it, redacted here)."""
+    it, redacted here unless ``redact`` is False)."""
+    arguments, result = call.get("arguments"), call.get("result")
     return {
         "v": version,
         "seq": seq,
@@ -38,9 +50,19 @@ def tool_line(seq: int, version: int, call: dict[str, Any]) -> dict[str, Any]:
         "conversation": str(call.get("conversation") or ""),
         "call": int(call.get("call") or 0),
         "name": str(call.get("name") or ""),
-        "arguments": redact_value(call.get("arguments")),
-        "result": redact_value(call.get("result")),
+        "arguments": redact_value(arguments) if redact else arguments,
+        "result": redact_value(result) if redact else result,
     }
+
+
+def tool_line_text(seq: int, version: int, call: dict[str, Any]) -> str:
+    """The JSON text of :func:`tool_line`: encoded as is when that shows nothing to
+    redact (:func:`~dsh.tape._format.needs_redaction`, the common case), else redacted
+    first. ``TypeError`` for a value JSON cannot hold."""
+    text = to_json(tool_line(seq, version, call, redact=False))
+    if needs_redaction(text):
+        text = to_json(tool_line(seq, version, call))
+    return text
 
 
 class ToolBook:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import json.encoder
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,25 @@ def _dropped(node: Any, path: Sequence[str]) -> Any:
     return {**node, name: child}
 
 
-to_json = json.JSONEncoder(ensure_ascii=False).encode
+def _line_encoder() -> Callable[[Any], str]:
+    """``json.dumps(value, ensure_ascii=False)``, made once: CPython's C encoder called
+    straight (no check for circular values: one is a ``RecursionError``), else the
+    standard encoder."""
+    standard = json.JSONEncoder(ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return standard.encode
+    encode = make(
+        None, standard.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True
+    )
+
+    def to_json(value: Any) -> str:
+        return "".join(encode(value, 0))
+
+    return to_json
+
+
+to_json = _line_encoder()
 """``json.dumps(value, ensure_ascii=False)`` (one encoder, not one per line)."""
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "call_number",
     "canonical",
     "conversation_key",
+    "match_key",
     "needs_redaction",
     "parse_body",
     "pretty",
@@ -261,6 +262,13 @@ def _line_encoder() -> Callable[[Any], str]:
 
 to_json = _line_encoder()
 """``json.dumps(value, ensure_ascii=False)`` (one encoder, not one per line)."""
+
+
+def match_key(value: Any) -> str:
+    """What replay matches a request (or a tool call's arguments) by: its
+    :func:`canonical` form as compact JSON with sorted keys (the C encoder's, unlike
+    :func:`pretty`'s indented form, which is for diffs)."""
+    return json.dumps(canonical(value), sort_keys=True, ensure_ascii=False)
 
 
 def pretty(value: Any) -> str:

@@ -28,6 +28,7 @@ from dsh.tape._format import (
     call_number,
     canonical,
     conversation_key,
+    match_key,
     pretty,
     read_tape,
     redact_path,
@@ -153,7 +154,7 @@ class TapeState:
 
     @staticmethod
     def _key(label: str, method: str, path: str, request: Any) -> tuple[str, str, str, str]:
-        return (label, method, path, pretty(canonical(request)))
+        return (label, method, path, match_key(request))
 
     # -- model exchanges -------------------------------------------------------------
 

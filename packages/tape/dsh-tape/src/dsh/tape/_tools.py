@@ -16,6 +16,7 @@ from typing import Any
 from dsh.tape._format import (
     Divergence,
     canonical,
+    match_key,
     needs_redaction,
     pretty,
     redact_value,
@@ -33,7 +34,7 @@ _Key = tuple[str, int, str, str]
 
 
 def _key(conversation: str, call: int, name: str, arguments: Any) -> _Key:
-    return (conversation, call, name, pretty(canonical(arguments)))
+    return (conversation, call, name, match_key(arguments))
 
 
 def tool_line(

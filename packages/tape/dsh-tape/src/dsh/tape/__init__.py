@@ -78,7 +78,7 @@ and a unified diff of at most 40 lines from the closest recorded request not yet
 answered).
 """
 
-from dsh.tape._attach import TransportSeam, attach, taped_model
+from dsh.tape._attach import ClosableAdapter, TransportSeam, attach, taped_model
 from dsh.tape._format import (
     FORMAT_VERSION,
     READ_VERSIONS,
@@ -97,6 +97,7 @@ __all__ = [
     "READ_VERSIONS",
     "TAPE_FILE",
     "VOLATILE_FIELDS",
+    "ClosableAdapter",
     "Divergence",
     "Tape",
     "TapeError",

@@ -17,7 +17,7 @@ from dsh.core import Context, ModelAdapter, model_from_env
 from dsh.core.models import BoundModel, ModelConfig
 from dsh.tape._proxy import TapeProxy
 
-__all__ = ["TransportSeam", "attach", "taped_model"]
+__all__ = ["ClosableAdapter", "TransportSeam", "attach", "context_model", "taped_model"]
 
 
 class ClosableAdapter(ModelAdapter, Protocol):

@@ -15,7 +15,11 @@ this worker dies instead, its dsh watchdog does):
   its partial output and usage;
 * the worker stops (drain grace over, or a second signal), or Temporal no longer
   knows the attempt → the child is disposed and the attempt fails with a retryable
-  error: another worker runs the child again (the next attempt).
+  error: another worker runs the child again (the next attempt);
+* the server has been out of reach for about ``heartbeat_timeout`` (its heartbeats
+  cannot land, :mod:`._contact`) → the attempt is presumed lost: the child is disposed
+  before the server, once back, can time the attempt out and start the next one, so
+  two attempts of a delegation never run at once.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from dsh.subagent import (
     SubagentStartRequest,
     ToolFilter,
 )
+from dsh.subagent_temporal._contact import ServerContact, system_info_probe
 from dsh.subagent_temporal._live import ProgressWindow
 from dsh.subagent_temporal._spec import (
     ACTIVITY_NAME,
@@ -102,6 +107,8 @@ class DelegationActivity:
         self.stats = stats or WorkerStats()
         self.stopping = stopping or asyncio.Event()
         """Set to cut running attempts short now (the worker's second stop signal)."""
+        self.contact = ServerContact()
+        """Whether the server still answers (a lost attempt stops its child)."""
         try:
             self._model: BoundModel = ctx.default_model()
         except ConfigError:
@@ -180,7 +187,15 @@ class DelegationActivity:
         stopping = loop.create_task(self.stopping.wait(), name="worker stopping")
         settled = loop.create_task(_settled(run), name="the child's result")
         try:
-            done, _ = await asyncio.wait({settled, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {settled, stopping, beat}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if settled not in done and beat in done:
+                why = _lost(beat)
+                _log.warning("%s (run %s, attempt %d)", why, spec.run_id, window.attempt)
+                signal.abort(why)
+                await _dispose(run)
+                raise _handed_back(why)
             if settled not in done:
                 signal.abort("the dsh worker is stopping")
                 await _dispose(run)
@@ -211,12 +226,32 @@ class DelegationActivity:
                 await beat
         return await self._outcome(spec, result, window, run.local_agent)
 
-    async def _heartbeat(self, spec: DelegationSpec, window: ProgressWindow) -> None:
+    async def _heartbeat(self, spec: DelegationSpec, window: ProgressWindow) -> str:
+        """Heartbeat until cancelled; return why the attempt is presumed lost when the
+        server has not answered for ``heartbeat_timeout`` less one beat (see
+        :mod:`._contact`: the server's own deadline cannot have passed yet)."""
+        given = activity.info().heartbeat_timeout
+        timeout = given.total_seconds() if given else spec.heartbeat_timeout
         # the first beat after one interval: a child that ends sooner costs no heartbeat
-        interval = max(0.05, min(self.heartbeat_every, spec.heartbeat_timeout / 3))
-        while True:
-            await asyncio.sleep(interval)
-            activity.heartbeat(window.details())
+        interval = max(0.05, min(self.heartbeat_every, timeout / 3))
+        limit = max(timeout - interval, 2 * interval)
+        probe = None
+        if self.contact.probe is None:
+            with contextlib.suppress(RuntimeError):  # no client (an SDK test environment)
+                probe = system_info_probe(activity.client())
+        async with self.contact.watching(interval, probe) as watch:
+            while True:
+                await asyncio.sleep(interval)
+                activity.heartbeat(window.details())
+                silent = watch.silent_for()
+                if silent >= limit:
+                    error = self.contact.last_error
+                    return (
+                        f"the Temporal server has been unreachable for {silent:.1f} s"
+                        f" ({error or 'no answer'}); with heartbeat_timeout {timeout:g} s this"
+                        " attempt is lost: its child was stopped, and Temporal runs the next"
+                        " attempt once the server is back"
+                    )
 
     async def _prompt(self, spec: DelegationSpec) -> list[dict[str, Any]]:
         if spec.prompt_ref is None:
@@ -333,6 +368,16 @@ async def _dispose(run: SubagentRun) -> None:
                 current.uncancel()
     with contextlib.suppress(Exception):
         task.result()
+
+
+def _lost(beat: asyncio.Task[str]) -> str:
+    """Why the heartbeat task ended (it only ends when the attempt is lost)."""
+    if beat.cancelled():
+        return "the heartbeat was cancelled"
+    error = beat.exception()
+    if error is not None:
+        return f"the heartbeat failed ({type(error).__name__}: {error}): the attempt is lost"
+    return beat.result()
 
 
 def _handed_back(why: str) -> ApplicationError:

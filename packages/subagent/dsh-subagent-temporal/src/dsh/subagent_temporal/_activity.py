@@ -10,7 +10,9 @@ reaches it. Every path disposes the inner run before the attempt reports anythin
 so the child's process tree is gone first (the inner provider tears it down; if
 this worker dies instead, its dsh watchdog does):
 
-* the child ends (any stop reason) → the outcome (a large body by reference);
+* the child ends (any stop reason) → the outcome (a large body by reference); under a
+  budget (the spec's, less what earlier attempts reported: :mod:`._budget`) the child
+  is started with it, and one stopped at a cap ends ``budget``;
 * the workflow is cancelled → the child is disposed → an ``aborted`` outcome with
   its partial output and usage;
 * the worker stops (drain grace over, or a second signal), or Temporal no longer
@@ -28,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +41,7 @@ from dsh.core import AbortSignal, Agent, ConfigError, Context, ScriptedAdapter
 from dsh.core import ScriptedReply as _Reply
 from dsh.core.models import BoundModel
 from dsh.subagent import (
+    Budget,
     ProgressStream,
     SubagentError,
     SubagentResult,
@@ -46,6 +50,7 @@ from dsh.subagent import (
     SubagentStartRequest,
     ToolFilter,
 )
+from dsh.subagent_temporal._budget import Earlier, attempt_budget
 from dsh.subagent_temporal._contact import ServerContact, system_info_probe
 from dsh.subagent_temporal._live import ProgressWindow
 from dsh.subagent_temporal._spec import (
@@ -122,7 +127,7 @@ class DelegationActivity:
         stats.attempts += 1
         stats.running += 1
         try:
-            outcome = await self._attempt(spec, info.attempt)
+            outcome = await self._attempt(spec, info)
         except ApplicationError as exc:
             if exc.type == WORKER_SHUTDOWN:
                 stats.handed_back += 1
@@ -132,8 +137,20 @@ class DelegationActivity:
         stats.ended[outcome.stop_reason] = stats.ended.get(outcome.stop_reason, 0) + 1
         return outcome
 
-    async def _attempt(self, spec: DelegationSpec, attempt: int) -> DelegationOutcome:
-        window = ProgressWindow(attempt, self.identity)
+    async def _attempt(self, spec: DelegationSpec, info: activity.Info) -> DelegationOutcome:
+        earlier = Earlier.of(info.heartbeat_details) if info.attempt > 1 else Earlier()
+        window = ProgressWindow(info.attempt, self.identity, earlier)
+        budget: Budget | None = None
+        if spec.budget is not None:
+            # a retry: less what the attempts before it spent, and the time since the start
+            elapsed = time.time() - info.scheduled_time.timestamp() if info.attempt > 1 else 0.0
+            try:
+                left = attempt_budget(Budget.from_json(spec.budget), earlier, elapsed)
+            except (TypeError, ValueError) as exc:
+                return self._refused(spec, window, f"the delegation's budget is malformed: {exc}")
+            if isinstance(left, str):
+                return self._spent(window, left)
+            budget = left
         try:
             prompt = await self._prompt(spec)
         except StoreError as exc:
@@ -159,6 +176,7 @@ class DelegationActivity:
                 max_depth=spec.max_depth,
                 tool_filter=_tool_filter(spec.tool_filter),
                 persona=spec.persona,
+                budget=budget,
             )
             try:
                 with self.ctx.tracing.continue_from(spec.trace):
@@ -180,6 +198,8 @@ class DelegationActivity:
         self, spec: DelegationSpec, run: SubagentRun, signal: AbortSignal, window: ProgressWindow
     ) -> DelegationOutcome:
         window.child = run.local_agent.id if run.local_agent is not None else run.id
+        if spec.budget is not None and run.local_agent is not None:
+            window.meter = SubagentRuntime.of(self.ctx).budget_meter(run.local_agent)
         loop = asyncio.get_running_loop()
         stream = run.progress()  # subscribed now: nothing the child says from here is missed
         follow = loop.create_task(_follow(stream, window), name="follow the child's progress")
@@ -295,12 +315,13 @@ class DelegationActivity:
             below = SubagentRuntime.of(self.ctx).usage(child)
             if below.runs:
                 usage = usage + below.total
+        total = window.earlier.plus(usage)
         outcome = DelegationOutcome(
             result.stop_reason,
             output=result.output,
             structured=result.structured,
             diagnostic=result.diagnostic,
-            usage=usage.to_json(),
+            usage=total.to_json() if total is not None else None,
             attempt=window.attempt,
             worker=self.identity,
             progress=window.tail(),
@@ -327,6 +348,17 @@ class DelegationActivity:
         )
         outcome.output, outcome.structured = "", None
         return outcome
+
+    def _spent(self, window: ProgressWindow, diagnostic: str) -> DelegationOutcome:
+        """The outcome of an attempt whose budget the attempts before it used up."""
+        usage = window.earlier.usage
+        return DelegationOutcome(
+            "budget",
+            diagnostic=diagnostic,
+            usage=usage.to_json() if usage is not None else None,
+            attempt=window.attempt,
+            worker=self.identity,
+        )
 
     def _refused(self, spec: DelegationSpec, window: ProgressWindow, why: str) -> DelegationOutcome:
         return DelegationOutcome(

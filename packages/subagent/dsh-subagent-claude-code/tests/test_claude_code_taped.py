@@ -13,9 +13,11 @@ Re-record the tapes (after a CLI upgrade, or a change of a test's prompt or scri
     uv run pytest --record-tapes \\
         packages/subagent/dsh-subagent-claude-code/tests/test_claude_code_taped.py
 
-Recording runs a fake Messages server with each test's script (no key is needed); the
-test's temporary folder is ``<TMP>`` and dates are ``<DATE>`` on the tape (the
-fixture's normalisation), so a replay in another folder on another day matches.
+Without ``ANTHROPIC_API_KEY``, recording runs a fake Messages server with each test's
+script (how the committed tapes were made); with it, the real API answers (whose words
+the exact-text assertions do not expect). The test's temporary folder is ``<TMP>``
+and dates are ``<DATE>`` on the tape (the fixture's normalisation, docs/tapes.md), so
+a replay in another folder on another day matches.
 Commit the changed ``tests/tapes/`` folders.
 """
 

@@ -12,9 +12,11 @@ Re-record the tapes (after a codex upgrade, or a change of a test's prompt or sc
 
     uv run pytest --record-tapes packages/subagent/dsh-subagent-codex/tests/test_codex_taped.py
 
-Recording runs a fake Responses server with the scripts below (no key is needed); the
-test's temporary folder is ``<TMP>`` and dates are ``<DATE>`` on the tape (the
-fixture's normalisation), so a replay in another folder on another day matches.
+Without ``OPENAI_API_KEY``, recording runs a fake Responses server with the scripts
+below (how the committed tapes were made); with it, the real API answers (whose words
+the exact-text assertions do not expect). The test's temporary folder is ``<TMP>``
+and dates are ``<DATE>`` on the tape (the fixture's normalisation, docs/tapes.md), so
+a replay in another folder on another day matches.
 Commit the changed ``tests/tapes/`` folders.
 """
 

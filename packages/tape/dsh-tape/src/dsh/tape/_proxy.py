@@ -42,6 +42,7 @@ from dsh.tape._http import (
     write_chunk,
     write_whole,
 )
+from dsh.tape._normalise import Normalisation, answer_from_tape, answer_to_tape, normalised
 from dsh.tape._route import LABEL_ROUTE, RouteError, parse_target
 from dsh.tape._tools import ToolBook, tool_line
 from dsh.tape.serving import BackgroundServer
@@ -85,6 +86,10 @@ class TapeProxy(BackgroundServer):
     :func:`dsh.subagent.kit.taped_url` builds for a product in any process of the
     tree from ``DSH_TAPE_PROXY`` (:meth:`env`).
 
+    ``normalise`` (:class:`~dsh.tape.Normalisation`) rewrites what legitimately changes
+    between a recording and its replay (a temporary folder, the date) before a request
+    is written or matched; give the same one to both.
+
     Use as a context manager (``with`` or ``async with``) or :meth:`start` /
     :meth:`close`; closing ends every connection and joins the thread.
     """
@@ -101,6 +106,7 @@ class TapeProxy(BackgroundServer):
         host: str = "127.0.0.1",
         timeout: float = 600.0,
         replay_tools: bool = False,
+        normalise: Normalisation | None = None,
     ) -> None:
         if mode not in ("record", "replay", "resume"):
             raise ValueError(f'mode must be "record", "replay" or "resume", not {mode!r}')
@@ -120,6 +126,9 @@ class TapeProxy(BackgroundServer):
         """Requests answered from the tape (replay mode)."""
         self.replay_tools = replay_tools
         """Replay mode: answer tool calls from the tape (else they run again)."""
+        self.normalise = normalise
+        """What of a request changes legitimately between runs (a temporary folder, the
+        date): rewritten before a request is written or matched (:class:`Normalisation`)."""
         self.tools = ToolBook()
         """The recorded tool calls (replay and resume modes)."""
         self.tools_recorded = 0
@@ -348,7 +357,8 @@ class TapeProxy(BackgroundServer):
             raise ConnectionResetError("the upstream broke mid-response") from None
         finally:
             await response.aclose()
-        value = parse_body(request.body)
+        value = normalised(self.normalise, parse_body(request.body))
+        answer = answer_to_tape(self.normalise, bytes(body).decode("utf-8", "replace"))
         self._seq += 1
         self._append(
             {
@@ -360,7 +370,7 @@ class TapeProxy(BackgroundServer):
                 "request": value,
                 "status": response.status_code,
                 "content_type": content_type,
-                "body": redact_text(bytes(body).decode("utf-8", "replace")),
+                "body": redact_text(answer),
                 "conversation": conversation_key(value),
                 "call": call_number(value),
             }
@@ -381,14 +391,14 @@ class TapeProxy(BackgroundServer):
         """Answer from the tape (True); else, resuming, answer nothing (False: go
         live), or answer 409 with the divergence."""
         keep = request.keep_alive
-        value = parse_body(request.body)
+        value = normalised(self.normalise, parse_body(request.body))
         path = redact_path(rest)
         queue = self._index.get(self._key(label, request.method, path, value))
         if queue:
             entry = queue.popleft()
             self._unused.remove(entry)
             self.replayed += 1
-            body = str(entry.get("body") or "").encode()
+            body = answer_from_tape(self.normalise, str(entry.get("body") or "")).encode()
             content_type = str(entry.get("content_type") or "application/octet-stream")
             await write_whole(writer, int(entry["status"]), body, content_type, keep_alive=keep)
             return True

@@ -1,9 +1,12 @@
-"""Fixtures: the real bundled Claude Code CLI, offline, against the fake Messages API."""
+"""Fixtures: the real bundled Claude Code CLI, offline, against the fake Messages API;
+or (``cc_tape``) with its model calls answered from a committed tape
+(``tests/tapes/<name>/``): see test_claude_code_taped.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ from dsh.subagent import SubagentRuntime
 from dsh.subagent_claude_code import ClaudeCodeConfig, ClaudeCodeProvider
 from dsh.subagent_claude_code._command import bundled_cli
 from dsh.testing.model_servers import AnthropicMessagesServer, claude_code_env
+from dsh.testing.pytest_plugin import TapeFactory
 
 SCRIPTED_PARENT = '[agent.model]\nadapter = "scripted"\n'
 
@@ -55,7 +59,8 @@ class Setup:
 
     ctx: Context
     parent: Agent
-    server: AnthropicMessagesServer
+    server: AnthropicMessagesServer | None
+    """The fake server (None when a tape replays)."""
     provider: ClaudeCodeProvider
     workdir: Path
 
@@ -97,3 +102,68 @@ async def setup(
         provider = ClaudeCodeProvider(make_config(cc_env, **config_fields))
         SubagentRuntime.of(ctx).register_provider(provider)
         yield Setup(ctx, ctx.agents.create(), server, provider, workdir)
+
+
+UNREACHABLE_API = "http://127.0.0.1:9"
+"""The CLI's model address when a tape replays: nothing listens there (the tape answers)."""
+
+
+class ClaudeCodeTapes:
+    """``async with cc_tape(name, rules, **config_fields) as setup``: a :class:`Setup`
+    whose CLI's model calls go through the test's tape ``tests/tapes/<name>/`` (the
+    ``tape`` fixture of dsh-testing). By default the tape replays: no server runs, the
+    CLI's ``ANTHROPIC_BASE_URL`` is :data:`UNREACHABLE_API`, and the provider routes it
+    through ``DSH_TAPE_PROXY`` to the replaying proxy. Under ``pytest --record-tapes``
+    the tape is written anew: against the real Messages API when ``ANTHROPIC_API_KEY``
+    is set (at ``ANTHROPIC_BASE_URL``, else Anthropic's), else against a fake Messages
+    server with ``rules``."""
+
+    def __init__(self, tape: TapeFactory, cli: str, workdir: Path, root: Path) -> None:
+        self.tape = tape
+        self._cli, self._workdir, self._root = cli, workdir, root
+
+    @contextlib.asynccontextmanager
+    async def __call__(
+        self,
+        name: str,
+        rules: Callable[[AnthropicMessagesServer], None],
+        **config_fields: Any,
+    ) -> AsyncIterator[Setup]:
+        if not self.tape.recording:
+            self.tape(name)
+            async with self.offline(**config_fields) as setup:
+                yield setup
+            return
+        key = os.environ.get("ANTHROPIC_API_KEY")
+        if key:  # a real model answers: the fake's rules do not apply
+            real = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+            self.tape(name, **{"claude-code": real})
+            env = {"ANTHROPIC_BASE_URL": real, "ANTHROPIC_API_KEY": key}
+            config_fields["env"] = {**config_fields.get("env", {}), **env}
+            async with self.offline(**config_fields) as setup:
+                yield setup
+            return
+        with AnthropicMessagesServer() as server:
+            rules(server)
+            self.tape(name, **{"claude-code": server.api_base})
+            async with self.offline(server, **config_fields) as setup:
+                yield setup
+
+    @contextlib.asynccontextmanager
+    async def offline(
+        self, server: AnthropicMessagesServer | None = None, **config_fields: Any
+    ) -> AsyncIterator[Setup]:
+        """A setup whose CLI is pointed at ``server`` (by default at
+        :data:`UNREACHABLE_API`): its model calls go where ``DSH_TAPE_PROXY`` says."""
+        api_base = server.api_base if server is not None else UNREACHABLE_API
+        offline = claude_code_env(api_base, self._root / "cc")
+        async with Context.open(parse_preset(SCRIPTED_PARENT), cwd=self._workdir) as ctx:
+            provider = ClaudeCodeProvider(make_config(offline, **config_fields))
+            SubagentRuntime.of(ctx).register_provider(provider)
+            yield Setup(ctx, ctx.agents.create(), server, provider, self._workdir)
+
+
+@pytest.fixture
+def cc_tape(cli: str, workdir: Path, tmp_path: Path, tape: TapeFactory) -> ClaudeCodeTapes:
+    """Real Claude Code runs whose model calls are on a tape (:class:`ClaudeCodeTapes`)."""
+    return ClaudeCodeTapes(tape, cli, workdir, tmp_path)

@@ -1,6 +1,7 @@
 """The claude-code provider routes the CLI's ``ANTHROPIC_BASE_URL`` through the run's
 tape (``DSH_TAPE_PROXY``). (The real CLI through a recording and a replaying tape:
-tests-integration/test_tapes.py.)"""
+tests-integration/test_tapes.py; this package's tests run from committed tapes:
+test_claude_code_taped.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Fixtures: the pinned real codex binary, a fake Responses server, an isolated CODEX_HOME.
 
+``codex_tape`` runs the real codex with its model calls on a committed tape
+(``tests/tapes/<name>/``) instead of a fake server: see test_codex_taped.py.
+
 Codex is found through env ``DSH_CODEX_BIN``, else ``<repo>/.tools/codex/bin/codex``
 (what ``tools/install-codex.sh`` installs). Under ``CI=true`` a missing binary fails
 the tests; locally they are skipped with the install command.
@@ -7,6 +10,7 @@ the tests; locally they are skipped with the install command.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -40,6 +44,7 @@ from dsh.testing.model_servers.openai_responses import (
     reply_with_tool_output,
 )
 from dsh.testing.processes import cmdline, live_children, process_tree
+from dsh.testing.pytest_plugin import TapeFactory
 
 REPO = Path(__file__).resolve().parents[4]
 DEFAULT_CODEX = REPO / ".tools" / "codex" / "bin" / "codex"
@@ -153,11 +158,14 @@ def responses() -> Iterator[OpenAIResponsesServer]:
 
 @dataclass
 class CodexSetup:
-    """An isolated codex home and workspace pointed at a fake server."""
+    """An isolated codex home and workspace pointed at a fake server (``server``), or,
+    replaying a tape, at ``api_base`` with no server (the provider routes codex's model
+    calls through the tape, whose replay ignores the address)."""
 
     bin: str
     root: Path
-    server: OpenAIResponsesServer
+    server: OpenAIResponsesServer | None
+    api_base: str = ""
     hello: str = HELLO
     stall_text: str = STALL_TEXT
     thought: tuple[str, ...] = THOUGHT
@@ -169,7 +177,8 @@ class CodexSetup:
     def __post_init__(self) -> None:
         self.workspace = self.root / "ws"
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self.env = codex_offline_env(self.server.api_base, self.root)
+        api_base = self.server.api_base if self.server is not None else self.api_base
+        self.env = codex_offline_env(api_base, self.root)
         self.codex_home = Path(self.env["CODEX_HOME"])
 
     def config(self, **overrides: Any) -> dict[str, Any]:
@@ -197,6 +206,58 @@ class CodexSetup:
 def codex(tmp_path: Path, codex_bin: str, responses: OpenAIResponsesServer) -> CodexSetup:
     """Real codex + fake server + isolated home, for one test."""
     return CodexSetup(codex_bin, tmp_path, responses)
+
+
+UNREACHABLE_API = "http://127.0.0.1:9/v1"
+"""Codex's model address when a tape replays: nothing listens there (the tape answers)."""
+
+
+class CodexTapes:
+    """``codex_tape(name, rules)``: a :class:`CodexSetup` whose codex model calls go
+    through the test's tape ``tests/tapes/<name>/`` (the ``tape`` fixture of
+    dsh-testing). By default the tape replays: no server runs, codex's model provider
+    points at :data:`UNREACHABLE_API`, and the codex provider routes it through
+    ``DSH_TAPE_PROXY`` to the replaying proxy. Under ``pytest --record-tapes`` the
+    tape is written anew: against the real Responses API when ``OPENAI_API_KEY`` is set
+    (at ``OPENAI_BASE_URL``, else OpenAI's), else against a fake Responses server
+    with :func:`standard_rules` and ``rules``."""
+
+    def __init__(
+        self, tape: TapeFactory, bin: str, root: Path, stack: contextlib.ExitStack
+    ) -> None:
+        self.tape = tape
+        self._bin, self._root, self._stack = bin, root, stack
+
+    def offline(self) -> CodexSetup:
+        """A setup with no server: codex's model calls go where ``DSH_TAPE_PROXY`` says."""
+        return CodexSetup(self._bin, self._root, None, UNREACHABLE_API)
+
+    def __call__(
+        self, name: str, rules: Callable[[OpenAIResponsesServer], None] | None = None
+    ) -> CodexSetup:
+        if not self.tape.recording:
+            self.tape(name)
+            return self.offline()
+        key = os.environ.get("OPENAI_API_KEY")
+        if key:  # a real model answers: the fake's scripts do not apply
+            real = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+            self.tape(name, codex=real)
+            setup = CodexSetup(self._bin, self._root, None, real)
+            setup.env["FAKE_API_KEY"] = key  # the env_key of codex_offline_env's provider
+            return setup
+        server = self._stack.enter_context(ReasoningServer())
+        standard_rules(server)
+        if rules is not None:
+            rules(server)
+        self.tape(name, codex=server.api_base)
+        return CodexSetup(self._bin, self._root, server)
+
+
+@pytest.fixture
+def codex_tape(tmp_path: Path, codex_bin: str, tape: TapeFactory) -> Iterator[CodexTapes]:
+    """Real codex runs whose model calls are on a tape (:class:`CodexTapes`)."""
+    with contextlib.ExitStack() as stack:
+        yield CodexTapes(tape, codex_bin, tmp_path, stack)
 
 
 # -- the process table ---------------------------------------------------------------

@@ -61,19 +61,6 @@ async def test_completes_a_delegated_task_and_leaves_no_process(codex: Any, proc
     assert str(codex.workspace) in request.body.decode()
 
 
-async def test_tool_round_trip_runs_exec_command(codex: Any) -> None:
-    async with codex.context(permission_mode="full-access") as (ctx, parent):
-        result = await delegate(ctx, parent, "run echo for me")
-    assert result.stop_reason == "completed", result
-    assert result.output.startswith("Tool said: ")
-    assert result.output.rstrip().endswith("Output:\nhi")
-    first, second = codex.server.matching("run echo for me")
-    assert tool_outputs(first) == []
-    (output,) = tool_outputs(second)
-    assert "Process exited with code 0" in output
-    assert output.rstrip().endswith("hi")
-
-
 async def test_cancel_mid_stream_settles_aborted_and_the_tree_is_gone_within_1s(
     codex: Any, procs: Any
 ) -> None:

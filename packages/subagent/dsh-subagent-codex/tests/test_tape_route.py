@@ -1,7 +1,8 @@
 """The codex provider routes codex's model endpoint through the run's tape
 (``DSH_TAPE_PROXY``): one ``-c`` override, worked out from the row, its
 ``config_overrides`` and codex's config.toml. (The real codex through a recording and
-a replaying tape: tests-integration/test_tapes.py.)"""
+a replaying tape: tests-integration/test_tapes.py; this package's tests run from
+committed tapes: test_codex_taped.py.)"""
 
 from __future__ import annotations
 

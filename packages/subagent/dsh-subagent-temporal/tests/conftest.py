@@ -255,6 +255,7 @@ def tk() -> SimpleNamespace:
     """The helpers above, for test modules (conftest is not importable by name)."""
     return SimpleNamespace(
         DevServer=DevServer,
+        TemporalProviderConfig=TemporalProviderConfig,
         WorkerProcess=WorkerProcess,
         worker_args=worker_args,
         provider_config=provider_config,

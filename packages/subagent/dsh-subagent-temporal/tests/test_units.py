@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from dsh.subagent import SubagentProgress, SubagentUsage
+from dsh.subagent import Budget, SubagentProgress, SubagentUsage
 from dsh.subagent_temporal import (
     DelegationJournal,
     DirectoryResultStore,
@@ -20,6 +20,7 @@ from dsh.subagent_temporal import (
     TemporalProviderConfig,
     open_store,
 )
+from dsh.subagent_temporal._budget import Earlier, attempt_budget
 from dsh.subagent_temporal._live import (
     ITEM_BYTES,
     TAIL_BYTES,
@@ -179,6 +180,57 @@ def test_window_is_bounded() -> None:
     (entry,) = huge.details()["items"]
     assert len(json.dumps(entry["item"])) <= ITEM_BYTES
     assert "omitted" in entry["item"]["arguments"]
+
+
+def test_a_retried_window_reports_every_attempts_spend() -> None:
+    earlier = Earlier.of(
+        [{"usage": {"input_tokens": 90, "output_tokens": 10}, "spent": {"tokens": 100, "turns": 1}}]
+    )
+    window = ProgressWindow(2, "w", earlier)
+    window.add(SubagentProgress("usage", usage=SubagentUsage(180, 20)))
+    details = window.details()
+    assert details["usage"] == {"input_tokens": 270, "output_tokens": 30}
+    assert details["spent"] == {"tokens": 300, "turns": 1}  # (no meter: tokens from usage)
+    # the next attempt reads this heartbeat back
+    again = Earlier.of([details])
+    assert again.spent == {"tokens": 300, "turns": 1}
+    assert again.plus(None) == SubagentUsage(270, 30)
+
+
+def test_earlier_ignores_what_is_not_a_heartbeat_of_ours() -> None:
+    assert Earlier.of([]) == Earlier()
+    assert Earlier.of(["junk"]) == Earlier()
+    odd = Earlier.of([{"usage": "x", "spent": {"tokens": "many", "turns": True, "usd": -1}}])
+    assert (odd.usage, odd.spent) == (None, {})
+
+
+@pytest.mark.anyio
+async def test_an_attempt_gets_the_budget_less_what_came_before() -> None:
+    budget = Budget(tokens=500, usd=1.0, seconds=60, children=3, turns=10)
+    assert attempt_budget(budget, Earlier(), 0.0) is budget  # a first attempt
+    earlier = Earlier(spent={"tokens": 200, "usd": 0.25, "turns": 2, "children": 1})
+    left = attempt_budget(budget, earlier, 10.0)
+    assert isinstance(left, Budget)
+    assert (left.tokens, left.usd, left.turns, left.children) == (300, 0.75, 8, 2)
+    assert left.seconds is not None
+    assert 49 < left.seconds <= 50
+    assert attempt_budget(Budget(tokens=500), Earlier(spent={"tokens": 520}), 0.0) == (
+        "token budget 500 reached: 520 tokens used (by the delegation's earlier attempts)"
+    )
+    late = attempt_budget(Budget(seconds=5), Earlier(), 6.0)
+    assert isinstance(late, str)
+    assert late.startswith("time budget 5 s reached: 6.0 s elapsed")
+    # a children cap they used up is no stop: the attempt may just not delegate
+    assert attempt_budget(Budget(children=1), Earlier(spent={"children": 1}), 0.0) == Budget(
+        children=0
+    )
+
+
+def test_budget_is_a_capability_of_in_process_inner_providers() -> None:
+    assert TemporalProvider(TemporalProviderConfig()).capabilities.budget
+    assert not TemporalProvider(TemporalProviderConfig(provider="acp")).capabilities.budget
+    acp = TemporalProviderConfig(provider="acp", capabilities=["depth_limit", "budget"])
+    assert TemporalProvider(acp).capabilities.budget
 
 
 def test_reader_emits_each_item_once_and_reports_gaps_and_attempts() -> None:

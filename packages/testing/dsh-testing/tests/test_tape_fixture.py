@@ -1,7 +1,7 @@
 """The ``tape`` fixture, in pytest sessions of a temporary project: a session with
 ``--record-tapes`` records against a fake server, a plain session replays with no
-server, a changed request fails with the difference, a missing tape says how to
-record it."""
+server (a test whose request holds its ``tmp_path`` too), a changed request fails with
+the difference, a missing tape says how to record it."""
 
 from __future__ import annotations
 
@@ -53,6 +53,24 @@ def test_hello(tape):
         child = [sys.executable, "-c", CHILD, json.dumps(request)]
         done = subprocess.run(child, capture_output=True, text=True, timeout=30)
         print(done.stdout, done.stderr)
+
+
+def test_in_tmp_path(tape, tmp_path):
+    # The test's tmp_path differs in every session: the default normalisation makes it
+    # <TMP> on the tape, and this session's folder again in the replayed answer.
+    def echo(request):
+        return ChatReply(text="seen " + request.json["messages"][-1]["content"])
+
+    with contextlib.ExitStack() as stack:
+        upstreams = {}
+        if tape.recording:
+            server = stack.enter_context(OpenAIChatServer(default=echo))
+            upstreams["openai"] = server.api_base
+        proxy = tape("in-tmp", **upstreams)
+        request = {"model": "m", "messages": [{"role": "user", "content": f"look in {tmp_path}"}]}
+        reply = httpx.post(proxy.base_url("openai") + "/chat/completions", json=request)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["choices"][0]["message"]["content"] == f"seen look in {tmp_path}"
 """
 
 
@@ -84,9 +102,13 @@ def test_a_tape_recorded_in_one_session_replays_in_the_next(tmp_path: Path) -> N
     lines = [json.loads(line) for line in tape_file.read_text().splitlines()]
     assert [line.get("label") for line in lines] == [None, "openai", "child"]
     assert "CHILD 200 hello tape" in recorded
+    in_tmp = (tmp_path / "tapes" / "in-tmp" / "tape.jsonl").read_text()
+    assert "look in <TMP>" in in_tmp
+    assert "seen look in <TMP>" in in_tmp
+    assert "pytest-of" not in in_tmp
 
     replayed = session(tmp_path)  # no server runs: the tape answers
-    assert replayed.startswith("exit 0"), replayed
+    assert replayed.startswith("exit 0"), replayed  # test_in_tmp_path too, in another folder
     assert "ANSWER hello tape" in replayed
     assert "CHILD 200 hello tape" in replayed  # the child, through DSH_TAPE_PROXY
 

@@ -27,6 +27,7 @@ from dsh.core.permissions import SandboxError
 from dsh.core.sessions import Event
 from dsh.subagent import (
     ALL_START_CAPABILITIES,
+    Budget,
     BudgetMeter,
     InvalidRequest,
     RunHandle,
@@ -40,7 +41,7 @@ from dsh.subagent import (
     SubagentUsage,
 )
 from dsh.subagent.kit import BudgetMeters, effective_max_depth
-from dsh.subagent_in_process_driver._budgeted import METERED, open_meter, usd_refusal
+from dsh.subagent_in_process_driver._budgeted import usd_refusal
 from dsh.subagent_in_process_driver._options import InProcessAgentOptions, parse_agent_options
 from dsh.subagent_in_process_driver._structured import StructuredCapture, structured_output_tool
 
@@ -59,6 +60,9 @@ STRUCTURED_SECTION = (
     "Deliver your result by calling the structured_output tool once with data that"
     " matches its schema, then end with a one-line summary."
 )
+
+_TOOL_STEPS = frozenset(("tool/call", "tool/result"))
+"""Events after which a budgeted child's meter checks its caps (as at ``turn/start``)."""
 
 _STOP_MAP = {
     "completed": "completed",
@@ -89,6 +93,8 @@ class InProcessProvider:
         self._prompt_cache: tuple[object, int, str | None, PromptSections] | None = None
         self._meters: tuple[object, BudgetMeters] | None = None
         """The budget meters of the context last seen (looked up once per context)."""
+        self._budget_shown: tuple[Budget, dict[str, Any]] | None = None
+        """The last budget started and its JSON (a tool row starts every child with one)."""
         self._options_cache: dict[
             int, tuple[object, object, InProcessAgentOptions, BoundModel | None]
         ] = {}
@@ -123,9 +129,13 @@ class InProcessProvider:
             meters = self._meters
             if meters is None or meters[0] is not child.ctx:
                 meters = self._meters = (child.ctx, SubagentRuntime.of(child.ctx).meters)
-            handle.meter, handle.meters = open_meter(child, budget, meters[1])
+            handle.meters = registry = meters[1]
+            handle.meter = registry.open(child, budget, child.cancel)
             if handle.descriptor is not None:
-                handle.descriptor["budget"] = budget.to_json()
+                shown = self._budget_shown
+                if shown is None or shown[0] is not budget:  # (a tool row's budget: the same)
+                    shown = self._budget_shown = (budget, budget.to_json())
+                handle.descriptor["budget"] = dict(shown[1])
         handle.unlink = request.signal.on_abort(child.cancel)
         handle.watch()
         # The turn starts at the loop's next iteration, or when the result is first
@@ -336,22 +346,24 @@ class _ChildHandle(RunHandle):
     def __call__(self, event: Event) -> None:
         kind = event.type
         meter = self.meter
-        if meter is not None and kind in METERED:
-            meter.observe(event)
         if kind == "assistant/message":
             data = event.data
+            usage = data.get("usage")
+            if meter is not None:
+                meter.charge_call(usage)
             content = data.get("content")
             if content:
                 text = text_of(content)
                 if text:
                     self.output = text
-            usage = data.get("usage")
             if usage:
                 call = SubagentUsage.from_json(usage)
                 self.usage = call if self.usage is None else self.usage + call
         elif kind == "turn/start":
-            if self.turn_start < 0:
+            if self.turn_start < 0:  # (the first: nothing spent yet, the start checked room)
                 self.turn_start = event.seq
+            elif meter is not None:
+                meter.checkpoint()
             if self.descriptor is not None:
                 descriptor, self.descriptor = self.descriptor, None
                 if self.child is not None:
@@ -359,8 +371,11 @@ class _ChildHandle(RunHandle):
         elif kind == "turn/end" and not self._settled:
             self.settle(self._outcome(event))
             self._stop_watching()  # settled: nothing more to watch
-            if meter is not None:
-                self._close_meter()
+            if meter is not None and self.meters is not None and self.child is not None:
+                self.meters.close(self.child.id, meter)  # (closed once: not again at dispose)
+                self.meter = self.meters = None
+        elif meter is not None and kind in _TOOL_STEPS:  # (before the next tool or model call)
+            meter.checkpoint()
 
     def _outcome(self, end: Event) -> SubagentResult:
         output = self.output

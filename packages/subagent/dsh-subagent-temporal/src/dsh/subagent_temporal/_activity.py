@@ -10,12 +10,18 @@ reaches it. Every path disposes the inner run before the attempt reports anythin
 so the child's process tree is gone first (the inner provider tears it down; if
 this worker dies instead, its dsh watchdog does):
 
-* the child ends (any stop reason) → the outcome (a large body by reference);
+* the child ends (any stop reason) → the outcome (a large body by reference); under a
+  budget (the spec's, less what earlier attempts reported: :mod:`._budget`) the child
+  is started with it, and one stopped at a cap ends ``budget``;
 * the workflow is cancelled → the child is disposed → an ``aborted`` outcome with
   its partial output and usage;
 * the worker stops (drain grace over, or a second signal), or Temporal no longer
   knows the attempt → the child is disposed and the attempt fails with a retryable
-  error: another worker runs the child again (the next attempt).
+  error: another worker runs the child again (the next attempt);
+* the server has been out of reach for about ``heartbeat_timeout`` (its heartbeats
+  cannot land, :mod:`._contact`) → the attempt is presumed lost: the child is disposed
+  before the server, once back, can time the attempt out and start the next one, so
+  two attempts of a delegation never run at once.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +41,7 @@ from dsh.core import AbortSignal, Agent, ConfigError, Context, ScriptedAdapter
 from dsh.core import ScriptedReply as _Reply
 from dsh.core.models import BoundModel
 from dsh.subagent import (
+    Budget,
     ProgressStream,
     SubagentError,
     SubagentResult,
@@ -42,6 +50,8 @@ from dsh.subagent import (
     SubagentStartRequest,
     ToolFilter,
 )
+from dsh.subagent_temporal._budget import Earlier, attempt_budget
+from dsh.subagent_temporal._contact import ServerContact, system_info_probe
 from dsh.subagent_temporal._live import ProgressWindow
 from dsh.subagent_temporal._spec import (
     ACTIVITY_NAME,
@@ -102,6 +112,8 @@ class DelegationActivity:
         self.stats = stats or WorkerStats()
         self.stopping = stopping or asyncio.Event()
         """Set to cut running attempts short now (the worker's second stop signal)."""
+        self.contact = ServerContact()
+        """Whether the server still answers (a lost attempt stops its child)."""
         try:
             self._model: BoundModel = ctx.default_model()
         except ConfigError:
@@ -115,7 +127,7 @@ class DelegationActivity:
         stats.attempts += 1
         stats.running += 1
         try:
-            outcome = await self._attempt(spec, info.attempt)
+            outcome = await self._attempt(spec, info)
         except ApplicationError as exc:
             if exc.type == WORKER_SHUTDOWN:
                 stats.handed_back += 1
@@ -125,8 +137,20 @@ class DelegationActivity:
         stats.ended[outcome.stop_reason] = stats.ended.get(outcome.stop_reason, 0) + 1
         return outcome
 
-    async def _attempt(self, spec: DelegationSpec, attempt: int) -> DelegationOutcome:
-        window = ProgressWindow(attempt, self.identity)
+    async def _attempt(self, spec: DelegationSpec, info: activity.Info) -> DelegationOutcome:
+        earlier = Earlier.of(info.heartbeat_details) if info.attempt > 1 else Earlier()
+        window = ProgressWindow(info.attempt, self.identity, earlier)
+        budget: Budget | None = None
+        if spec.budget is not None:
+            # a retry: less what the attempts before it spent, and the time since the start
+            elapsed = time.time() - info.scheduled_time.timestamp() if info.attempt > 1 else 0.0
+            try:
+                left = attempt_budget(Budget.from_json(spec.budget), earlier, elapsed)
+            except (TypeError, ValueError) as exc:
+                return self._refused(spec, window, f"the delegation's budget is malformed: {exc}")
+            if isinstance(left, str):
+                return self._spent(window, left)
+            budget = left
         try:
             prompt = await self._prompt(spec)
         except StoreError as exc:
@@ -152,6 +176,7 @@ class DelegationActivity:
                 max_depth=spec.max_depth,
                 tool_filter=_tool_filter(spec.tool_filter),
                 persona=spec.persona,
+                budget=budget,
             )
             try:
                 with self.ctx.tracing.continue_from(spec.trace):
@@ -173,6 +198,8 @@ class DelegationActivity:
         self, spec: DelegationSpec, run: SubagentRun, signal: AbortSignal, window: ProgressWindow
     ) -> DelegationOutcome:
         window.child = run.local_agent.id if run.local_agent is not None else run.id
+        if spec.budget is not None and run.local_agent is not None:
+            window.meter = SubagentRuntime.of(self.ctx).budget_meter(run.local_agent)
         loop = asyncio.get_running_loop()
         stream = run.progress()  # subscribed now: nothing the child says from here is missed
         follow = loop.create_task(_follow(stream, window), name="follow the child's progress")
@@ -180,7 +207,15 @@ class DelegationActivity:
         stopping = loop.create_task(self.stopping.wait(), name="worker stopping")
         settled = loop.create_task(_settled(run), name="the child's result")
         try:
-            done, _ = await asyncio.wait({settled, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {settled, stopping, beat}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if settled not in done and beat in done:
+                why = _lost(beat)
+                _log.warning("%s (run %s, attempt %d)", why, spec.run_id, window.attempt)
+                signal.abort(why)
+                await _dispose(run)
+                raise _handed_back(why)
             if settled not in done:
                 signal.abort("the dsh worker is stopping")
                 await _dispose(run)
@@ -211,12 +246,32 @@ class DelegationActivity:
                 await beat
         return await self._outcome(spec, result, window, run.local_agent)
 
-    async def _heartbeat(self, spec: DelegationSpec, window: ProgressWindow) -> None:
+    async def _heartbeat(self, spec: DelegationSpec, window: ProgressWindow) -> str:
+        """Heartbeat until cancelled; return why the attempt is presumed lost when the
+        server has not answered for ``heartbeat_timeout`` less one beat (see
+        :mod:`._contact`: the server's own deadline cannot have passed yet)."""
+        given = activity.info().heartbeat_timeout
+        timeout = given.total_seconds() if given else spec.heartbeat_timeout
         # the first beat after one interval: a child that ends sooner costs no heartbeat
-        interval = max(0.05, min(self.heartbeat_every, spec.heartbeat_timeout / 3))
-        while True:
-            await asyncio.sleep(interval)
-            activity.heartbeat(window.details())
+        interval = max(0.05, min(self.heartbeat_every, timeout / 3))
+        limit = max(timeout - interval, 2 * interval)
+        probe = None
+        if self.contact.probe is None:
+            with contextlib.suppress(RuntimeError):  # no client (an SDK test environment)
+                probe = system_info_probe(activity.client())
+        async with self.contact.watching(interval, probe) as watch:
+            while True:
+                await asyncio.sleep(interval)
+                activity.heartbeat(window.details())
+                silent = watch.silent_for()
+                if silent >= limit:
+                    error = self.contact.last_error
+                    return (
+                        f"the Temporal server has been unreachable for {silent:.1f} s"
+                        f" ({error or 'no answer'}); with heartbeat_timeout {timeout:g} s this"
+                        " attempt is lost: its child was stopped, and Temporal runs the next"
+                        " attempt once the server is back"
+                    )
 
     async def _prompt(self, spec: DelegationSpec) -> list[dict[str, Any]]:
         if spec.prompt_ref is None:
@@ -260,12 +315,13 @@ class DelegationActivity:
             below = SubagentRuntime.of(self.ctx).usage(child)
             if below.runs:
                 usage = usage + below.total
+        total = window.earlier.plus(usage)
         outcome = DelegationOutcome(
             result.stop_reason,
             output=result.output,
             structured=result.structured,
             diagnostic=result.diagnostic,
-            usage=usage.to_json(),
+            usage=total.to_json() if total is not None else None,
             attempt=window.attempt,
             worker=self.identity,
             progress=window.tail(),
@@ -292,6 +348,17 @@ class DelegationActivity:
         )
         outcome.output, outcome.structured = "", None
         return outcome
+
+    def _spent(self, window: ProgressWindow, diagnostic: str) -> DelegationOutcome:
+        """The outcome of an attempt whose budget the attempts before it used up."""
+        usage = window.earlier.usage
+        return DelegationOutcome(
+            "budget",
+            diagnostic=diagnostic,
+            usage=usage.to_json() if usage is not None else None,
+            attempt=window.attempt,
+            worker=self.identity,
+        )
 
     def _refused(self, spec: DelegationSpec, window: ProgressWindow, why: str) -> DelegationOutcome:
         return DelegationOutcome(
@@ -333,6 +400,16 @@ async def _dispose(run: SubagentRun) -> None:
                 current.uncancel()
     with contextlib.suppress(Exception):
         task.result()
+
+
+def _lost(beat: asyncio.Task[str]) -> str:
+    """Why the heartbeat task ended (it only ends when the attempt is lost)."""
+    if beat.cancelled():
+        return "the heartbeat was cancelled"
+    error = beat.exception()
+    if error is not None:
+        return f"the heartbeat failed ({type(error).__name__}: {error}): the attempt is lost"
+    return beat.result()
 
 
 def _handed_back(why: str) -> ApplicationError:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from dsh.subagent import SubagentProgress
+from dsh.subagent import SubagentProgress, SubagentUsage
 from dsh.subagent_temporal._live import ProgressReader
 from dsh.subagent_temporal._spec import (
     CANCEL_SIGNAL,
@@ -65,7 +65,7 @@ _FATAL = {"PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED", "INVALID_ARGU
 class Member:
     """One delegation of a batch: its outcome (a future) and who listens to its progress."""
 
-    __slots__ = ("activity_id", "batch", "emit", "outcome", "reader", "run_id")
+    __slots__ = ("activity_id", "batch", "emit", "on_spent", "outcome", "reader", "run_id")
 
     def __init__(self, batch: Batch, activity_id: str) -> None:
         self.batch = batch
@@ -78,6 +78,9 @@ class Member:
         self.outcome: asyncio.Future[DelegationOutcome] = batch.loop.create_future()
         self.reader = ProgressReader()
         self.emit: Callable[[SubagentProgress], None] | None = None
+        self.on_spent: Callable[[SubagentUsage, int | None], None] | None = None
+        """Told the delegation's running usage and model calls (every attempt's) at each
+        poll: the parent-side meter of a budgeted run (see :meth:`Batch.meter`)."""
 
     async def wait(self) -> DelegationOutcome:
         """The delegation's outcome (when its activity completes, or the workflow ends)."""
@@ -96,6 +99,11 @@ class Member:
             usage if isinstance(usage, dict) else None,
             self.emit,
         )
+        on_spent, usage_now = self.on_spent, self.reader.usage
+        if on_spent is not None and usage_now is not None:
+            spent = details.get("spent")
+            turns = spent.get("turns") if isinstance(spent, dict) else None
+            on_spent(usage_now, turns if isinstance(turns, int) else None)
 
 
 class Batch:
@@ -139,7 +147,7 @@ class Batch:
 
     def leave(self, member: Member) -> None:
         """The member's run is done with it; the last one stops the batch's tasks."""
-        member.emit = None
+        member.emit = member.on_spent = None
         if self.members.get(member.activity_id) is member:
             del self.members[member.activity_id]
         if not self.members:
@@ -321,6 +329,15 @@ class Batch:
     def want_progress(self, member: Member, emit: Callable[[SubagentProgress], None]) -> None:
         """Hand ``member``'s progress to ``emit`` (until :meth:`leave` or ``emit`` = None)."""
         member.emit = emit
+        self._start_polling()
+
+    def meter(self, member: Member, on_spent: Callable[[SubagentUsage, int | None], None]) -> None:
+        """Tell ``on_spent`` what ``member``'s delegation spent so far, at every poll
+        (until :meth:`leave`), whether or not anyone wants its progress."""
+        member.on_spent = on_spent
+        self._start_polling()
+
+    def _start_polling(self) -> None:
         if self._poller is None or self._poller.done():
             self._poller = self.loop.create_task(
                 self._poll(), name=f"progress of {self.workflow_id}", context=contextvars.Context()
@@ -328,13 +345,13 @@ class Batch:
 
     async def _poll(self) -> None:
         decode = self.client.data_converter.decode
-        while not self.closed and any(m.emit is not None for m in self.members.values()):
+        while not self.closed and any(_polled(m) for m in self.members.values()):
             try:
                 description = await self.handle.describe(rpc_timeout=_RPC_TIMEOUT)
                 for activity in description.raw_description.pending_activities:
                     member = self.members.get(activity.activity_id)
                     payloads = activity.heartbeat_details.payloads
-                    if member is None or member.emit is None or not payloads:
+                    if member is None or not _polled(member) or not payloads:
                         continue
                     if member.outcome.done():
                         continue
@@ -458,6 +475,11 @@ class Batcher:
             member = batch.join(spec.activity_id)
             if not entry.started.done():
                 entry.started.set_result(member)
+
+
+def _polled(member: Member) -> bool:
+    """Someone follows ``member``'s heartbeats (its progress, or its spending)."""
+    return member.emit is not None or member.on_spent is not None
 
 
 def _retrieve(future: asyncio.Future[Member]) -> None:

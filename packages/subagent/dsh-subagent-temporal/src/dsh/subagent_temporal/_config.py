@@ -22,7 +22,7 @@ _SECRETS = {
     "client_key": "TEMPORAL_TLS_CLIENT_KEY_PATH",
 }
 
-Capability = Literal["output_schema", "depth_limit", "tool_filter", "persona"]
+Capability = Literal["output_schema", "depth_limit", "tool_filter", "persona", "budget"]
 _FULL_INNER = ("spawn", "fork")
 """Inner providers that honour every start capability (in-process agents)."""
 
@@ -68,9 +68,11 @@ class TemporalProviderConfig(RemoteTimeouts):
     agent_options: dict[str, Any] | None = None
     """``agent_options`` for the inner provider (a request's own win, key by key)."""
     capabilities: list[Capability] | None = None
-    """Start capabilities the inner provider has on the workers (default: all four
+    """Start capabilities the inner provider has on the workers (default: all five
     for ``spawn`` / ``fork``, none otherwise); requests needing others are refused
-    before anything starts."""
+    before anything starts. ``budget``: the worker starts the child with the
+    delegation's budget, and the inner provider enforces it (``spawn``, ``fork``;
+    ``acp`` with ``budget = true``...); one that cannot ends the delegation ``error``."""
     address: str | None = None
     """``host:port`` of the Temporal frontend (default: environment, else localhost:7233)."""
     namespace: str | None = None
@@ -158,5 +160,5 @@ class TemporalProviderConfig(RemoteTimeouts):
         if self.capabilities is not None:
             return tuple(self.capabilities)
         if self.provider in _FULL_INNER:
-            return ("output_schema", "depth_limit", "tool_filter", "persona")
+            return ("output_schema", "depth_limit", "tool_filter", "persona", "budget")
         return ()

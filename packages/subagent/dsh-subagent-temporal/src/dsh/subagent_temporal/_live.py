@@ -3,9 +3,11 @@ parent's (:class:`ProgressReader`).
 
 The channel is the activity's heartbeat details. The worker heartbeats anyway (that
 is how it learns of a cancel and how Temporal learns it is alive); each heartbeat
-carries the last progress items, numbered, and the running usage. Temporal keeps
-only the latest details of a running activity, outside the workflow history, and
-hands them to whoever describes the workflow: a parent that listens polls
+carries the last progress items, numbered, the running usage and what the
+delegation spent against its budget's caps (both with the earlier attempts' added:
+see :mod:`._budget`). Temporal keeps only the latest details of a running activity,
+outside the workflow history, and hands them to whoever describes the workflow (and
+to the next attempt): a parent that listens, or meters a budget, polls
 ``DescribeWorkflowExecution`` and emits the items it has not seen. So progress costs
 no history events, needs no store of its own, and reaches the parent about one
 heartbeat interval plus one poll interval after it happened. A parent that falls
@@ -20,7 +22,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from dsh.subagent import SubagentProgress, SubagentUsage
+from dsh.subagent import BudgetMeter, SubagentProgress, SubagentUsage
+from dsh.subagent_temporal._budget import Earlier, heartbeat_spend
 
 __all__ = ["ProgressReader", "ProgressWindow"]
 
@@ -40,8 +43,12 @@ _MERGEABLE = ("text", "thinking")
 class ProgressWindow:
     """The worker's numbered window of a run's latest progress items."""
 
-    def __init__(self, attempt: int, worker: str) -> None:
+    def __init__(self, attempt: int, worker: str, earlier: Earlier | None = None) -> None:
         self.attempt = attempt
+        self.earlier = earlier or Earlier()
+        """What the attempts before this one spent (added to what this one reports)."""
+        self.meter: BudgetMeter | None = None
+        """The child's budget meter (an in-process child under a budget), while it runs."""
         self.worker = worker
         self.seq = 0
         self._items: deque[tuple[int, dict[str, Any], int]] = deque()
@@ -85,14 +92,18 @@ class ProgressWindow:
             self._bytes -= items.popleft()[2]
 
     def details(self) -> dict[str, Any]:
-        """The heartbeat details: ``{"attempt", "worker", "seq", "items", "usage", "child"}``."""
+        """The heartbeat details: ``{"attempt", "worker", "seq", "items", "usage",
+        "spent", "child"}`` (``usage`` and ``spent``: every attempt's so far)."""
         self._sealed = self.seq
+        own = SubagentUsage.from_json(self.usage) if self.usage else None
+        usage = self.earlier.plus(own)
         return {
             "attempt": self.attempt,
             "worker": self.worker,
             "seq": self.seq,
             "items": [{"seq": seq, "item": data} for seq, data, _ in self._items],
-            "usage": self.usage,
+            "usage": usage.to_json() if usage is not None else None,
+            "spent": heartbeat_spend(self.earlier, self.meter, own),
             "child": self.child,
         }
 

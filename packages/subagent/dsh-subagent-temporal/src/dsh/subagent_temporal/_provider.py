@@ -54,7 +54,8 @@ class TemporalProvider:
     :meth:`reconnect` attaches a new run to a delegation started earlier (by this
     process or one that died); :meth:`outstanding` lists the delegations this parent
     started and has not collected. Capabilities are the inner provider's
-    (``capabilities`` in the config).
+    (``capabilities`` in the config); with ``budget`` the remaining budget travels in
+    the workflow input and the worker runs the child's tree under it.
     """
 
     inherits_parent_context = False
@@ -68,6 +69,7 @@ class TemporalProvider:
             depth_limit="depth_limit" in names,
             tool_filter="tool_filter" in names,
             persona="persona" in names,
+            budget="budget" in names,
         )
         self._client: Client | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None

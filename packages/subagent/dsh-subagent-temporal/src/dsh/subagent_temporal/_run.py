@@ -8,7 +8,10 @@
   the answer, and ``close`` cancels what did get created.
 * ``turn`` — wait for the outcome (the batch follows the workflow's history across
   server restarts), fetch a body stored by reference, emit the progress items the
-  outcome carries.
+  outcome carries. Under a budget (which travels in the spec: the worker enforces it
+  on the child's tree, and a child stopped at a cap ends with stop reason ``budget``)
+  the run also meters from this side: the kit's timer for the time cap, and the
+  spend the heartbeats report (polled whether or not anyone listens) for the others.
 * ``cancel`` — signal the workflow to cancel this delegation: the worker sees it at
   its next heartbeat and disposes the child; the outcome is then ``aborted``. The kit
   waits ``cancel_grace`` (heartbeat timeout + 1.5 s) for that. A cancel (or a
@@ -143,6 +146,8 @@ class TemporalRun(RemoteRun):
         """Wait for the outcome and turn it into the result."""
         assert self.member is not None
         self.stages.enter("wait")
+        if self.budget is not None:  # the parent-side meter: the spend the heartbeats report
+            self.member.batch.meter(self.member, self.report_usage)
         outcome = await self.member.wait()
         self.outcome = outcome
         self.finished = True
@@ -302,6 +307,7 @@ class TemporalRun(RemoteRun):
             inline_limit=config.inline_limit,
             trace=request.parent.ctx.tracing.headers(),
             turn_deadline=self._deadline(),
+            budget=lineage.budget.to_json() if lineage.budget is not None else None,
         )
         prompt = request.prompt_blocks
         data = json.dumps(prompt, separators=(",", ":")).encode()

@@ -104,6 +104,11 @@ class DelegationSpec:
     """Seconds after the workflow started at which the workflow cancels this delegation
     itself (the parent's ``turn_timeout`` + ``cancel_grace`` + a margin): the backstop
     for a parent that could not deliver its own stop. None: no deadline."""
+    budget: dict[str, Any] | None = None
+    """The budget the child and its whole tree run under on the worker
+    (``Budget.to_json()``: the request's caps within what every budget above has left
+    when the delegation started). A retried attempt gets it less what the attempts
+    before it reported spending. None: no budget."""
 
 
 @dataclass
@@ -115,6 +120,8 @@ class DelegationOutcome:
     structured: Any = None
     diagnostic: str | None = None
     usage: dict[str, Any] | None = None
+    """What the child's tree used, this attempt's and (as their last heartbeats
+    reported) the attempts' before it."""
     body_ref: BlobRef | None = None
     """``{"output", "structured"}`` as JSON in the result store (then ``output`` is "")."""
     attempt: int = 1

@@ -54,6 +54,7 @@ class BudgetMeter:
     __slots__ = (
         "_stop",
         "_timer",
+        "_usd_cap",
         "budget",
         "children",
         "deadline",
@@ -82,6 +83,10 @@ class BudgetMeter:
         self.tripped: tuple[str, str] | None = None
         self._stop = stop
         self._timer: asyncio.TimerHandle | None = None
+        self._usd_cap: float | None = (
+            budget.usd if budget.usd is not None or parent is None else parent._usd_cap
+        )
+        """The ``usd`` cap of this meter or the nearest one above (None: none)."""
         self.deadline: float | None = None
         """When the time cap is reached (monotonic clock), while a shared
         :class:`Deadlines` watches it."""
@@ -101,7 +106,21 @@ class BudgetMeter:
         if kind == "assistant/message":
             self.charge_call(event.data.get("usage"))
         elif kind in _CHECKPOINTS:
-            self.check()
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Before the next tool or model call: stop the run if a cap is reached. (The
+        time cap is left to its timer here: a meter with no parent that is within its
+        caps returns without a call.)"""
+        if self.parent is None and self.tripped is None:
+            budget = self.budget
+            if not (
+                (budget.tokens is not None and self.tokens >= budget.tokens)
+                or (budget.usd is not None and self.usd >= budget.usd)
+                or (budget.turns is not None and self.turns >= budget.turns)
+            ):
+                return
+        self.check()
 
     def charge_call(self, usage: Mapping[str, Any] | None) -> None:
         """Count one model call and its usage here and in every meter above. Under a
@@ -112,9 +131,8 @@ class BudgetMeter:
         if usage:
             tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
             raw = usage.get("cost_usd")
-            cost = (
-                float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
-            )
+            if raw is not None and isinstance(raw, int | float) and not isinstance(raw, bool):
+                cost = float(raw)
         meter: BudgetMeter | None = self
         while meter is not None:
             meter.tokens += tokens
@@ -122,7 +140,7 @@ class BudgetMeter:
             if cost is not None:
                 meter.usd += cost
             meter = meter.parent
-        capped = self._usd_cap() if cost is None and (tokens or not usage) else None
+        capped = self._usd_cap if cost is None and (tokens or not usage) else None
         if capped is not None:
             self.trip(
                 "error",
@@ -142,15 +160,6 @@ class BudgetMeter:
             meter.turns += turns
             meter = meter.parent
         return self.check()
-
-    def _usd_cap(self) -> float | None:
-        """The ``usd`` cap of this meter or the nearest one above (None: none)."""
-        meter: BudgetMeter | None = self
-        while meter is not None:
-            if meter.budget.usd is not None:
-                return meter.budget.usd
-            meter = meter.parent
-        return None
 
     def charge_child(self) -> None:
         """Count a delegation started below this meter's run; raises
@@ -322,18 +331,21 @@ class Deadlines:
     the timer is left to fire: runs that start one after another with the same cap
     then share one timer per period instead of one each."""
 
-    __slots__ = ("_at", "_handle", "_heap", "_live")
+    __slots__ = ("_added", "_at", "_handle", "_heap", "_live")
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, BudgetMeter]] = []
         self._handle: asyncio.TimerHandle | None = None
         self._at = math.inf
         self._live = 0
+        self._added = 0
+        """Deadlines added so far (the tie-breaker of equal deadlines in the heap)."""
 
     def add(self, meter: BudgetMeter, deadline: float) -> None:
         """Trip ``meter``'s time cap at ``deadline`` (monotonic clock)."""
         meter.deadline = deadline
-        heapq.heappush(self._heap, (deadline, id(meter), meter))
+        self._added = added = self._added + 1
+        heapq.heappush(self._heap, (deadline, added, meter))
         self._live += 1
         if deadline < self._at:
             self._schedule(deadline)
@@ -346,7 +358,8 @@ class Deadlines:
         self._live -= 1
         heap = self._heap
         if self._live == 0:
-            heap.clear()  # (the timer stays: it finds nothing; one timer serves the next)
+            if heap:  # (the timer stays: it finds nothing; one timer serves the next)
+                self._heap = []
         elif len(heap) > _COMPACT_AT and len(heap) > 4 * self._live:
             self._heap = [entry for entry in heap if entry[2].deadline is not None]
             heapq.heapify(self._heap)
@@ -475,8 +488,11 @@ class BudgetMeters:
 
     def close(self, agent_id: str, meter: BudgetMeter) -> None:
         """Forget ``agent_id``'s meter (its run settled); stops its time cap."""
-        meter.release()
+        meter._stop = _no_stop  # (release(), inlined: this runs once per budgeted run)
+        if meter._timer is not None:
+            meter.cancel_timer()
         if meter.deadline is not None:
             self._deadlines.discard(meter)
-        if self.by_agent.get(agent_id) is meter:
-            del self.by_agent[agent_id]
+        by_agent = self.by_agent
+        if agent_id in by_agent and by_agent[agent_id] is meter:
+            del by_agent[agent_id]

@@ -246,7 +246,7 @@ class SubagentRuntime:
         """
         provider = self.check_start(name, request)
         charged: BudgetMeter | None = None
-        if request.budget is not None or self.meters.by_agent:  # (no budget anywhere: no work)
+        if self.meters.by_agent:  # (no metered agent, so no parent's tree under a budget)
             request, charged = self.meters.prepare(name, provider, request)
         gates = self._gates.get(name)
         if gates is None:

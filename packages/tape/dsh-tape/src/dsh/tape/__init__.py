@@ -76,6 +76,12 @@ is answered HTTP 409 with an error body naming the divergence; the first is kept
 :attr:`TapeProxy.divergence` (:class:`Divergence`: label, path, conversation, call
 and a unified diff of at most 40 lines from the closest recorded request not yet
 answered).
+
+**Normalisation.** What a client legitimately changes between two runs of one test
+beyond :data:`VOLATILE_FIELDS` — a temporary folder, today's date — is rewritten the
+same way when recording and when replaying (``TapeProxy(..., normalise=``
+:class:`Normalisation` ``(...))``): placeholders for this run's texts (put back in
+the answers), regular expressions, and extra volatile fields.
 """
 
 from dsh.tape._attach import ClosableAdapter, TransportSeam, attach, taped_model
@@ -89,16 +95,20 @@ from dsh.tape._format import (
     TapeError,
     read_tape,
 )
+from dsh.tape._normalise import ISO_DATE, PRODUCT_PATTERNS, Normalisation
 from dsh.tape._proxy import TapeProxy
 from dsh.tape._transport import TapeTransport
 
 __all__ = [
     "FORMAT_VERSION",
+    "ISO_DATE",
+    "PRODUCT_PATTERNS",
     "READ_VERSIONS",
     "TAPE_FILE",
     "VOLATILE_FIELDS",
     "ClosableAdapter",
     "Divergence",
+    "Normalisation",
     "Tape",
     "TapeError",
     "TapeProxy",

@@ -30,6 +30,7 @@ __all__ = [
     "call_number",
     "canonical",
     "conversation_key",
+    "cut_lines",
     "match_key",
     "needs_redaction",
     "parse_body",
@@ -336,21 +337,47 @@ def call_number(request: Any) -> int:
 
 def unified_diff(recorded: Any, request: Any) -> str:
     """A unified diff (at most 40 lines) from a recorded request to this one, over
-    :func:`pretty` canonical JSON, long lines cut."""
+    :func:`pretty` canonical JSON, long lines cut (a changed long line around its
+    first difference, :func:`cut_lines`)."""
 
     def lines(value: Any) -> list[str]:
-        return [
-            line if len(line) <= _DIFF_LINE_WIDTH else line[: _DIFF_LINE_WIDTH - 3] + "..."
-            for line in pretty(canonical(value)).splitlines()
-        ]
+        return pretty(canonical(value)).splitlines()
 
-    diff = list(
-        difflib.unified_diff(lines(recorded), lines(request), "tape", "request", n=2, lineterm="")
+    diff = cut_lines(
+        list(
+            difflib.unified_diff(
+                lines(recorded), lines(request), "tape", "request", n=2, lineterm=""
+            )
+        )
     )
     if len(diff) > _DIFF_LINES:
         more = len(diff) - (_DIFF_LINES - 1)
         diff = [*diff[: _DIFF_LINES - 1], f"... ({more} more diff lines)"]
     return "\n".join(diff)
+
+
+def cut_lines(diff: list[str], width: int = _DIFF_LINE_WIDTH) -> list[str]:
+    """The lines of a unified diff cut to ``width``: a removed line and the added line
+    right after it (one long JSON text changed somewhere inside) both show the same
+    window around their first difference, so a change deep in a system prompt is
+    seen; other long lines keep their start."""
+    out = list(diff)
+    for i in range(len(out) - 1):
+        old, new = out[i], out[i + 1]
+        if not (old.startswith("-") and new.startswith("+")) or old.startswith("---"):
+            continue
+        if max(len(old), len(new)) <= width:
+            continue
+        same = next(
+            (n for n, (a, b) in enumerate(zip(old[1:], new[1:], strict=False)) if a != b),
+            min(len(old), len(new)) - 1,
+        )
+        start = max(0, same - width // 3)
+        for j, line in ((i, old), (i + 1, new)):
+            body = line[1 + start : 1 + start + width - 7]
+            more = "..." if 1 + start + width - 7 < len(line) else ""
+            out[j] = line[0] + ("..." if start else "") + body + more
+    return [line if len(line) <= width else line[: width - 3] + "..." for line in out]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from dsh.tape._http import (
     write_chunk,
     write_whole,
 )
+from dsh.tape._normalise import Normalisation
 from dsh.tape._route import LABEL_ROUTE, RouteError, parse_target
 from dsh.tape._state import Mode, TapeState
 from dsh.tape._transport import TapeTransport
@@ -53,6 +54,10 @@ class TapeProxy(TapeState, BackgroundServer):
     :func:`dsh.subagent.kit.taped_url` builds for a product in any process of the
     tree from ``DSH_TAPE_PROXY`` (:meth:`env`).
 
+    ``normalise`` (:class:`~dsh.tape.Normalisation`) rewrites what legitimately changes
+    between a recording and its replay (a temporary folder, the date) before a request
+    is written or matched; give the same one to both.
+
     In the proxy's own process, :meth:`transport` (a model's HTTP client) and
     :meth:`tool_tape` (the agents' tool calls) reach the same tape without HTTP.
 
@@ -72,8 +77,11 @@ class TapeProxy(TapeState, BackgroundServer):
         host: str = "127.0.0.1",
         timeout: float = 600.0,
         replay_tools: bool = False,
+        normalise: Normalisation | None = None,
     ) -> None:
-        TapeState.__init__(self, directory, mode, meta=meta, replay_tools=replay_tools)
+        TapeState.__init__(
+            self, directory, mode, meta=meta, replay_tools=replay_tools, normalise=normalise
+        )
         BackgroundServer.__init__(self, host)
         self.upstreams = dict(upstreams or {})
         """Record mode: label -> the real API's base URL."""

@@ -38,6 +38,8 @@ from dsh.tape._format import (
     unified_diff,
 )
 from dsh.tape._http import error_value
+from dsh.tape._normalise import Normalisation, answer_to_tape, normalised
+from dsh.tape._normalise import answer_from_tape as replayed_answer
 from dsh.tape._tools import ToolBook, tool_line_text
 
 __all__ = ["Answer", "Mode", "TapeState"]
@@ -64,6 +66,7 @@ class TapeState:
         *,
         meta: Mapping[str, Any] | None = None,
         replay_tools: bool = False,
+        normalise: Normalisation | None = None,
     ) -> None:
         if mode not in ("record", "replay", "resume"):
             raise ValueError(f'mode must be "record", "replay" or "resume", not {mode!r}')
@@ -84,6 +87,9 @@ class TapeState:
         """The recorded tool calls (replay and resume modes)."""
         self.tools_recorded = 0
         """Tool calls written (record and resume modes)."""
+        self.normalise = normalise
+        """What of a request changes legitimately between runs (a temporary folder, the
+        date): rewritten before a request is written or matched (:class:`Normalisation`)."""
         self._meta = dict(meta or {})
         self._lock = threading.Lock()
         self._fd: int | None = None
@@ -169,7 +175,10 @@ class TapeState:
         body: bytes,
     ) -> None:
         """Write the line of an exchange whose answer was passed on whole (``request``
-        is the parsed, redacted body: :func:`~dsh.tape._format.parse_body`)."""
+        is the parsed, redacted body: :func:`~dsh.tape._format.parse_body`; normalised
+        here)."""
+        request = normalised(self.normalise, request)
+        answer = answer_to_tape(self.normalise, body.decode("utf-8", "replace"))
         fields = {
             "label": label,
             "method": method,
@@ -177,7 +186,7 @@ class TapeState:
             "request": request,
             "status": status,
             "content_type": content_type,
-            "body": redact_text(body.decode("utf-8", "replace")),
+            "body": redact_text(answer),
             "conversation": conversation_key(request),
             "call": call_number(request),
         }
@@ -193,9 +202,10 @@ class TapeState:
     def answer_from_tape(
         self, label: str, method: str, rest: str, request: Any, *, resuming: bool = False
     ) -> Answer | None:
-        """The recorded answer of a model request (``request`` parsed as recorded); else,
-        resuming, None (go live), else HTTP 409 with the divergence (the first one is
-        kept as :attr:`divergence`)."""
+        """The recorded answer of a model request (``request`` parsed as recorded,
+        normalised here); else, resuming, None (go live), else HTTP 409 with the
+        divergence (the first one is kept as :attr:`divergence`)."""
+        request = normalised(self.normalise, request)
         path = redact_path(rest)
         key = self._key(label, method, path, request)
         with self._lock:
@@ -204,7 +214,7 @@ class TapeState:
                 entry = queue.popleft()
                 self._unused.remove(entry)
                 self.replayed += 1
-                body = str(entry.get("body") or "").encode()
+                body = replayed_answer(self.normalise, str(entry.get("body") or "")).encode()
                 content_type = str(entry.get("content_type") or "application/octet-stream")
                 return Answer(int(entry["status"]), body, content_type)
             if resuming:

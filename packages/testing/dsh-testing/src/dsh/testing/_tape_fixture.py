@@ -7,6 +7,12 @@ pytest runs with ``--record-tapes``. Point the model at ``proxy.base_url(label)`
 ``DSH_TAPE_PROXY`` is set for the test (child processes, and the codex and
 claude-code providers, go through the same tape). A replay whose requests differ
 from the tape fails the test with the difference.
+
+What changes legitimately between the recording and a replay is normalised
+(:class:`~dsh.tape.Normalisation`): by default the test's ``tmp_path`` (``<TMP>`` on
+the tape, this run's folder in the answers) and :data:`~dsh.tape.PRODUCT_PATTERNS`
+(ISO dates as ``<DATE>``, Codex's per-run command headers); a test passes
+``normalise=`` for more.
 """
 
 from __future__ import annotations
@@ -18,12 +24,27 @@ from pathlib import Path
 
 import pytest
 
-from dsh.tape import TAPE_FILE, TapeProxy
+from dsh.tape import PRODUCT_PATTERNS, TAPE_FILE, Normalisation, TapeProxy
 
-__all__ = ["RECORD_OPTION", "TapeFactory", "add_record_option", "tape"]
+__all__ = [
+    "RECORD_OPTION",
+    "TMP_KEY_PLACEHOLDER",
+    "TMP_PLACEHOLDER",
+    "TapeFactory",
+    "add_record_option",
+    "tape",
+]
 
 RECORD_OPTION = "--record-tapes"
 """The pytest option that makes :func:`tape` record instead of replaying."""
+
+TMP_PLACEHOLDER = "<TMP>"
+"""What the test's ``tmp_path`` is written as on a tape (the default normalisation)."""
+
+TMP_KEY_PLACEHOLDER = "<TMP_KEY>"
+"""What the test's ``tmp_path`` with every character but letters and digits as ``-`` is
+written as on a tape: Claude Code names a folder after its working directory so
+(``~/.claude/projects/-tmp-pytest-of-root-...-work/``) and tells the model its path."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -51,12 +72,27 @@ class TapeFactory:
         self.proxies: list[TapeProxy] = []
         self._nodeid = request.node.nodeid
         self._monkeypatch = monkeypatch
+        self._request = request
 
-    def __call__(self, name: str, **upstreams: str) -> TapeProxy:
+    def normalisation(self, **values: str) -> Normalisation:
+        """The default normalisation: the test's ``tmp_path`` as ``<TMP>`` (and as
+        :data:`TMP_KEY_PLACEHOLDER` in Claude Code's form),
+        :data:`~dsh.tape.PRODUCT_PATTERNS` (dates as ``<DATE>``, Codex's per-run
+        command headers), and ``values`` (placeholder = this run's text) besides."""
+        tmp = str(self._request.getfixturevalue("tmp_path"))
+        defaults = {TMP_PLACEHOLDER: tmp, TMP_KEY_PLACEHOLDER: re.sub("[^A-Za-z0-9]", "-", tmp)}
+        return Normalisation({**defaults, **values}, PRODUCT_PATTERNS)
+
+    def __call__(
+        self, name: str, *, normalise: Normalisation | None = None, **upstreams: str
+    ) -> TapeProxy:
         """The started proxy of tape ``name`` (``tapes/<name>/``): recording to
         ``upstreams`` (label = base URL) under ``--record-tapes`` (a tape recorded
         before is replaced), else replaying; ``DSH_TAPE_PROXY`` names it until the
-        test ends. A missing tape fails the test and says how to record it."""
+        test ends. A missing tape fails the test and says how to record it.
+        ``normalise`` replaces :meth:`normalisation` (the same one must be given when
+        recording and replaying)."""
+        normalise = normalise if normalise is not None else self.normalisation()
         if not _NAME.fullmatch(name):
             raise ValueError(f"a tape name is letters, digits, '.', '_' and '-', not {name!r}")
         directory = self.folder / name
@@ -65,7 +101,7 @@ class TapeFactory:
                 raise ValueError(f"tape({name!r}): recording needs upstreams (label=base_url)")
             if directory.exists():
                 shutil.rmtree(directory)
-            proxy = TapeProxy(directory, "record", upstreams)
+            proxy = TapeProxy(directory, "record", upstreams, normalise=normalise)
         else:
             if not (directory / TAPE_FILE).is_file():
                 pytest.fail(
@@ -74,7 +110,7 @@ class TapeFactory:
                     " its servers reachable), then commit the folder",
                     pytrace=False,
                 )
-            proxy = TapeProxy(directory, "replay")
+            proxy = TapeProxy(directory, "replay", normalise=normalise)
         proxy.start()
         self.proxies.append(proxy)
         for variable, value in proxy.env().items():

@@ -326,3 +326,35 @@ async def test_a_child_process_and_the_parent_in_process_make_one_tape(tmp_path:
     assert action == "result"
     assert answer is not None
     assert answer.blocks()[0]["text"] == "1"
+
+
+async def test_the_transport_normalises_as_the_proxy_does(tmp_path: Path) -> None:
+    from dsh.tape import Normalisation
+
+    def echo_path(request: RecordedRequest) -> ChatReply:
+        return ChatReply(text=f"read {request.json['messages'][1]['content']}")
+
+    with OpenAIChatServer(default=echo_path) as server:
+        recording = Normalisation(values={"<TMP>": "/tmp/run-a"})
+        with TapeProxy(
+            tmp_path, "record", {"openai": server.api_base}, normalise=recording
+        ) as proxy:
+            async with httpx.AsyncClient(transport=proxy.transport("openai")) as client:
+                base = proxy.base_url("openai")
+                r = await client.post(
+                    base + "/chat/completions", json=chat("/tmp/run-a/x.txt", stream=False)
+                )
+        assert r.json()["choices"][0]["message"]["content"] == "read /tmp/run-a/x.txt"
+    (exchange,) = read_tape(tmp_path).exchanges
+    assert exchange["request"]["messages"][1]["content"] == "<TMP>/x.txt"
+    assert "/tmp/run-a" not in (tmp_path / "tape.jsonl").read_text()
+
+    replaying = Normalisation(values={"<TMP>": "/tmp/run-b"})
+    with TapeProxy(tmp_path, "replay", normalise=replaying) as proxy:
+        async with httpx.AsyncClient(transport=proxy.transport("openai")) as client:
+            base = proxy.base_url("openai")
+            again = await client.post(
+                base + "/chat/completions", json=chat("/tmp/run-b/x.txt", stream=False)
+            )
+    assert proxy.divergence is None
+    assert again.json()["choices"][0]["message"]["content"] == "read /tmp/run-b/x.txt"

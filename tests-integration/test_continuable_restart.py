@@ -3,7 +3,9 @@ parent that starts a continuable subagent (through the real plugin loader and
 tools) and is SIGKILLed while the subagent is mid-turn. This process then
 resumes the parent from the same sessions directory and continues the subagent
 from its persisted session; while the first process lived, the subagent's
-activation lock kept it from being activated twice."""
+activation lock kept it from being activated twice. The turn the kill cut off is taken
+up again before the new message (the default, ``cut_off_turn = "continue"``), or, with
+the row's ``agent_options = { cut_off_turn = "abort" }``, closed ``aborted``."""
 
 from __future__ import annotations
 
@@ -117,12 +119,22 @@ exec(SCRIPT, namespace)
 
 
 def script(request: ModelRequest) -> ScriptedReply:
-    """The same script in this process."""
+    """The same script in this process, except that the child's "hang" (the model
+    call the kill cut off, asked again when its turn is taken up) is answered here."""
+    if "You are a subagent" in request.system and last_user_text(request) == "hang":
+        return ScriptedReply(text="child: hang, answered after the restart")
     fn = namespace["script"]
     assert callable(fn)
     result = fn(request)
     assert isinstance(result, ScriptedReply)
     return result
+
+
+ABORT = PRESET.replace(
+    'background_mode = "continuable"',
+    'background_mode = "continuable", agent_options = { cut_off_turn = "abort" }',
+)
+assert ABORT != PRESET
 
 
 async def until(predicate: object, timeout: float = 10) -> None:
@@ -132,11 +144,13 @@ async def until(predicate: object, timeout: float = 10) -> None:
             await anyio.sleep(0.005)
 
 
+@pytest.mark.parametrize("cut_off", ["continue", "abort"])
 async def test_a_continuable_child_is_resumed_after_its_parent_process_was_killed(
-    tmp_path: Path,
+    tmp_path: Path, cut_off: str
 ) -> None:
+    preset = ABORT if cut_off == "abort" else PRESET
     process = await anyio.open_process(
-        [sys.executable, "-c", FIRST_PROCESS, str(tmp_path), PRESET],
+        [sys.executable, "-c", FIRST_PROCESS, str(tmp_path), preset],
         stdin=None,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
@@ -152,7 +166,7 @@ async def test_a_continuable_child_is_resumed_after_its_parent_process_was_kille
         parent_id, child_id = ids["parent"], ids["child"]
 
         # while the first process lives, its activation lock keeps the child there
-        async with Context.open(parse_preset(PRESET), sessions_dir=tmp_path) as ctx:
+        async with Context.open(parse_preset(preset), sessions_dir=tmp_path) as ctx:
             parent = ctx.agents.resume(parent_id, model=BoundModel(ScriptedAdapter(script)))
             with pytest.raises(SubagentError) as info:
                 await SubagentRuntime.of(ctx).continuable.send_message(parent, child_id, "x")
@@ -170,7 +184,7 @@ async def test_a_continuable_child_is_resumed_after_its_parent_process_was_kille
     on_disk = SessionStore(tmp_path).load(child_id).events
     assert [e.type for e in on_disk][-2:] == ["user/message", "turn/start"]  # cut off
 
-    async with Context.open(parse_preset(PRESET), sessions_dir=tmp_path) as ctx:
+    async with Context.open(parse_preset(preset), sessions_dir=tmp_path) as ctx:
         parent = ctx.agents.resume(parent_id, model=BoundModel(ScriptedAdapter(script)))
         continuable = SubagentRuntime.of(ctx).continuable
         (listed,) = continuable.list(parent)
@@ -189,11 +203,25 @@ async def test_a_continuable_child_is_resumed_after_its_parent_process_was_kille
             for e in child.agent.session.events
             if e.type == "turn/end"
         ]
-        assert ends == [
-            ("completed", None),
-            ("aborted", "the process stopped before this turn ended"),
-            ("completed", None),
+        cut = (
+            ("completed", None)  # turn 2, taken up again
+            if cut_off == "continue"
+            else ("aborted", "the process stopped before this turn ended")
+        )
+        assert ends == [("completed", None), cut, ("completed", None)]
+        answers = [
+            text_of(e.data["content"])
+            for e in child.agent.session.events
+            if e.type == "assistant/message"
         ]
+        if cut_off == "continue":
+            assert answers == [
+                "child: first",
+                "child: hang, answered after the restart",
+                "child: third",
+            ]
+        else:
+            assert answers == ["child: first", "child: third"]
         users = [
             text_of(e.data["content"])
             for e in child.agent.session.events

@@ -8,13 +8,17 @@ makes 3 model calls and 2 complete tool runs; its third tool blocks on a release
 and the process is SIGKILLed while it runs. This process then resumes the parent from
 the sessions directory and ``send_message``s the child. The fake server counts the
 child's model calls by call number (the assistant turns already in the request) and the
-file counts the tool runs, so the test measures what repeats: nothing. The completed
-model calls and tool runs are answered by the session log; the tool that was in flight
-is not run again either — its result is lost and the model is told the call was
-interrupted (at most once for the step in flight; see docs/background-and-continuable.md,
-"Durability"). A second case kills the process while the child's third model call is
-unanswered (the fake server's stream hangs): no completed call or tool run repeats, and
-the next turn's call carries the same history plus the new message."""
+file counts the tool runs, so the test measures what repeats: only the step in flight.
+The completed model calls and tool runs are answered by the session log; the cut-off
+turn is taken up again before the new message (at least once for the step in flight;
+see docs/background-and-continuable.md, "Durability"): the tool that was running runs
+again, once, then the model is asked for the turn's next step, then the new message's
+turn runs. A second case kills the process while the child's third model call is
+unanswered (the fake server's stream hangs, the first time only): no completed call or
+tool run repeats, the unanswered call is asked again with the same history, and the
+turn goes on. A third case starts the child with ``agent_options = {"cut_off_turn":
+"abort"}`` (at most once): the cut-off turn is closed ``aborted``, the tool in flight
+is not run again and the model is told it was interrupted."""
 
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.core import Context, parse_preset
+from dsh.core import Context, SessionStore, parse_preset
 from dsh.subagent import SubagentRuntime
 from dsh.testing.model_servers import (
     ChatReply,
@@ -72,15 +76,17 @@ import anyio
 from dsh.core import AbortSignal, Context, parse_preset
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
 
-async def main(sessions, cwd, preset, task):
+async def main(sessions, cwd, preset, task, options):
     async with Context.open(parse_preset(preset), sessions_dir=sessions, cwd=cwd) as ctx:
         parent = ctx.agents.create()
-        request = SubagentStartRequest(task, parent, AbortSignal(), label="steps")
+        request = SubagentStartRequest(
+            task, parent, AbortSignal(), label="steps", agent_options=json.loads(options)
+        )
         child = await SubagentRuntime.of(ctx).start_continuable("spawn", request)
         print(json.dumps({"parent": parent.id, "child": child.id}), flush=True)
         await anyio.sleep_forever()
 
-anyio.run(main, *sys.argv[1:5])
+anyio.run(main, *sys.argv[1:6])
 """
 
 
@@ -103,7 +109,8 @@ def call_number(request: RecordedRequest) -> int:
 def _answer(runs: Path, release: Path, pid_file: Path, in_flight: str) -> Any:
     """The child runs three steps; the one in flight at the kill blocks: the third
     tool (``in_flight="tool"``, on ``release``) or the third model call (``"model"``,
-    a stream that never ends)."""
+    a stream that never ends, the first time it is asked)."""
+    hung: list[RecordedRequest] = []
 
     def answer(request: RecordedRequest) -> ChatReply:
         messages = _messages(request)
@@ -114,7 +121,8 @@ def _answer(runs: Path, release: Path, pid_file: Path, in_flight: str) -> Any:
             results = [str(m["content"]) for m in messages if m["role"] == "tool"]
             return ChatReply(text=f"resumed with {len(results)} results: " + " | ".join(results))
         done = sum(1 for m in messages if m["role"] == "tool")
-        if done == 2 and in_flight == "model":
+        if done == 2 and in_flight == "model" and not hung:
+            hung.append(request)
             return ChatReply(text="never seen", faults=StreamFaults(hang_after=0))
         if done < 3:
             script = f"echo {done + 1} >> {runs}"
@@ -159,15 +167,19 @@ class Resumed:
         return [str(m["content"]) for m in _messages(self.child()[-1]) if m["role"] == "tool"]
 
 
-async def kill_and_resume(tmp_path: Path, in_flight: str) -> Resumed:
-    """Run the child in a process of its own, SIGKILL it with the step ``in_flight``
-    running after 2 complete steps, then resume the parent here and message the child."""
+async def kill_and_resume(
+    tmp_path: Path, in_flight: str, options: dict[str, Any] | None = None
+) -> Resumed:
+    """Run the child (its ``agent_options``: ``options``) in a process of its own,
+    SIGKILL it with the step ``in_flight`` running after 2 complete steps, then resume
+    the parent here and message the child."""
     runs, release, pid_file = tmp_path / "runs.txt", tmp_path / "release", tmp_path / "tool.pid"
     sessions, work = tmp_path / "sessions", tmp_path / "work"
     work.mkdir()
     with OpenAIChatServer(default=_answer(runs, release, pid_file, in_flight)) as model:
         preset = PRESET.format(base_url=model.api_base)
         argv = [sys.executable, "-c", FIRST_PROCESS, str(sessions), str(work), preset, TASK]
+        argv.append(json.dumps(options or {}))
         process = await anyio.open_process(
             argv, stdin=None, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
@@ -204,6 +216,7 @@ async def kill_and_resume(tmp_path: Path, in_flight: str) -> Resumed:
             if tool_pid is not None:
                 await anyio.to_thread.run_sync(wait_until_gone, [tool_pid], 10)
 
+        on_disk = len(SessionStore(sessions).load(ids["child"]).events)
         async with Context.open(parse_preset(preset), sessions_dir=sessions, cwd=work) as ctx:
             parent = ctx.agents.resume(ids["parent"])
             continuable = SubagentRuntime.of(ctx).continuable
@@ -218,26 +231,71 @@ async def kill_and_resume(tmp_path: Path, in_flight: str) -> Resumed:
             ends = [
                 e.data["stop_reason"] for e in child.agent.session.events if e.type == "turn/end"
             ]
-            # the parent answers the settle notice (one model call) before the context closes
+            # the parent answers each settle notice (one per child turn run here) before
+            # the context closes
+            ran = sum(e.type == "turn/start" for e in child.agent.session.events[on_disk:])
             await until(
-                lambda: (
-                    sum(first_user(r) != TASK for r in model.requests) > 0 and not parent.running
-                ),
+                lambda: notices(parent.session.events) == ran and not parent.running,
                 30,
-                lambda: "the parent never answered the settle notice",
+                lambda: "the parent never got or answered the settle notices",
             )
+            answered = sum(e.type == "assistant/message" for e in parent.session.events)
             outcome = Resumed(
                 list(model.requests), runs.read_text().split(), child.last_output, ends
             )
-    assert len(outcome.requests) - len(outcome.child()) == 1  # the parent's "noted"
-    assert outcome.ends == ["aborted", "completed"]  # turn 1 is not taken up again
+    # the parent's calls ("noted"): one per assistant message in its log, none lost
+    assert len(outcome.requests) - len(outcome.child()) == answered >= 1
     return outcome
 
 
-async def test_a_cold_resumed_child_repeats_no_completed_step_and_loses_the_tool_in_flight(
+def notices(events: Any) -> int:
+    """The settlement notices in a parent's log."""
+    return sum(
+        1
+        for e in events
+        if e.type == "user/message" and e.data.get("source", {}).get("type") == "subagent/settled"
+    )
+
+
+async def test_a_cold_resumed_child_repeats_no_completed_step_and_reruns_the_tool_in_flight(
     tmp_path: Path,
 ) -> None:
     resumed = await kill_and_resume(tmp_path, "tool")
+    # turn 1 is taken up again and completes; then the new message's turn
+    assert resumed.ends == ["completed", "completed"]
+    # The model: the 3 completed calls are not asked again; call 3 is the resumed turn's
+    # next step (after the re-run tool), call 4 the answer to the new message.
+    assert resumed.calls() == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1}
+    # The tools: the 2 completed runs are not run again; the one in flight runs again, once.
+    assert resumed.runs == ["1", "2", "3", "3"]
+    # What the model is told of the third call: its result (from the re-run).
+    results = resumed.tool_results()
+    assert len(results) == 3
+    assert INTERRUPTED not in results
+    assert results[2] == results[1]  # (the command's output: nothing, as for the second)
+    assert resumed.output == "resumed with 3 results: " + " | ".join(results)
+
+
+async def test_a_model_call_in_flight_is_asked_again_with_the_same_history(
+    tmp_path: Path,
+) -> None:
+    resumed = await kill_and_resume(tmp_path, "model")
+    assert resumed.ends == ["completed", "completed"]
+    # Calls 0 and 1 are not asked again. Call 2 was asked, never answered, and is asked
+    # again by the resumed turn with the same history; then the turn goes on (tool 3,
+    # call 3) and the new message's turn makes call 4.
+    assert resumed.calls() == {0: 1, 1: 1, 2: 2, 3: 1, 4: 1}
+    first, again = [r for r in resumed.child() if call_number(r) == 2]
+    assert _messages(again) == _messages(first)
+    assert resumed.runs == ["1", "2", "3"]  # no completed tool ran again
+    assert resumed.output == "resumed with 3 results: " + " | ".join(resumed.tool_results())
+
+
+async def test_with_cut_off_turn_abort_the_step_in_flight_is_lost_not_repeated(
+    tmp_path: Path,
+) -> None:
+    resumed = await kill_and_resume(tmp_path, "tool", {"cut_off_turn": "abort"})
+    assert resumed.ends == ["aborted", "completed"]  # turn 1 is not taken up again
     # The model: the 3 completed calls are not asked again; the one new call (3) is the
     # answer to the new message, and it carries the whole history.
     assert resumed.calls() == {0: 1, 1: 1, 2: 1, 3: 1}
@@ -249,17 +307,3 @@ async def test_a_cold_resumed_child_repeats_no_completed_step_and_loses_the_tool
     assert results[2] == INTERRUPTED
     assert resumed.output is not None
     assert resumed.output.startswith("resumed with 3 results: ")
-
-
-async def test_a_model_call_in_flight_is_not_asked_again_but_the_next_turn_asks_anew(
-    tmp_path: Path,
-) -> None:
-    resumed = await kill_and_resume(tmp_path, "model")
-    # Calls 0 and 1 are not asked again. Call 2 was asked once and never answered; the
-    # new turn's call has the same history plus the new message (so also number 2).
-    assert resumed.calls() == {0: 1, 1: 1, 2: 2}
-    first, again = [r for r in resumed.child() if call_number(r) == 2]
-    assert _messages(again)[:-1] == _messages(first)
-    assert _messages(again)[-1] == {"role": "user", "content": AGAIN}
-    assert resumed.runs == ["1", "2"]  # no tool ran again
-    assert resumed.output == "resumed with 2 results: " + " | ".join(resumed.tool_results())

@@ -4,8 +4,8 @@
 # then the cross-package tests in tests-integration/.
 #
 # Installs what it needs: uv (from PyPI, if missing), bubblewrap (the sandbox; Debian package,
-# when run as root or with sudo), the Python packages (uv.lock), and the pinned Codex CLI and
-# claude-agent-acp (npm) that the codex and acp providers' tests drive for real, and the
+# when run as root or with sudo), the Python packages (uv.lock), and the pinned Codex CLI,
+# claude-agent-acp and Gemini CLI (npm) that the codex and acp providers' tests drive for real, the
 # TypeScript ACP SDK (npm) that drives `dsh acp` in dsh-acp's tests, and the TypeScript MCP SDK
 # (npm) that drives `dsh mcp` in dsh-mcp's tests.
 #
@@ -18,6 +18,7 @@ source tools/ensure-bwrap.sh
 uv sync --frozen --quiet
 tools/install-codex.sh >/dev/null
 tools/install-claude-agent-acp.sh >/dev/null
+tools/install-gemini-cli.sh >/dev/null
 tools/install-acp-sdk.sh >/dev/null
 tools/install-mcp-sdk.sh >/dev/null
 

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import anyio
 
 from dsh.core._content import Content, as_blocks
+from dsh.core._cut_off import CONTINUE
 from dsh.core._effects import Disposer
 from dsh.core._jobs import JobRegistry
 from dsh.core._llm import BoundModel
@@ -134,6 +135,7 @@ class AgentCore(TurnLoop):
         max_steps: int = 50,
         sandbox: SandboxPolicy | None = None,
         forget: Callable[[AgentCore], None] | None = None,
+        cut_off: bool = False,
     ) -> None:
         self.ctx = ctx
         self._host = ctx
@@ -152,6 +154,8 @@ class AgentCore(TurnLoop):
         events = session.events
         self.turns = turns_so_far(events) if events else 0
         self._queue: deque[tuple[list[dict[str, Any]], dict[str, Any] | None]] | None = None
+        if cut_off:  # the log ends inside a turn: it is taken up again first (_cut_off)
+            self._queue = deque((([], CONTINUE),))
         self._steer: list[tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
         self._observers: tuple[AgentObserver, ...] = ()
         self._delta_observers: tuple[AgentObserver, ...] = ()

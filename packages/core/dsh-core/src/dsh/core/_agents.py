@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from dsh.core._agent import AgentCore
+from dsh.core._cut_off import CutOffTurn, close_cut_off_turn, unended_turn
 from dsh.core._errors import ConfigError
 from dsh.core._llm import BoundModel, LLMRuntime, ModelConfig
 from dsh.core._presets import AgentDefaults
@@ -99,8 +100,10 @@ class LiveAgents(Generic[A]):
         label: str | None,
         max_steps: int,
         sandbox: SandboxPolicy,
+        cut_off: bool = False,
     ) -> A:
-        """A new live agent on ``session`` (its ``forget`` is :meth:`_forget`)."""
+        """A new live agent on ``session`` (its ``forget`` is :meth:`_forget`); ``cut_off``:
+        the log ends inside a turn, to be taken up again first."""
         raise NotImplementedError
 
     def create(
@@ -190,12 +193,17 @@ class LiveAgents(Generic[A]):
         label: str | None = None,
         prompt: PromptSections | None = None,
         max_steps: int | None = None,
+        cut_off_turn: CutOffTurn = "abort",
     ) -> A:
         """Re-open a persisted session as a live agent (a torn tail is cut off).
 
         A turn the log shows started but never ended (the process stopped during
-        it) is closed first with stop reason ``aborted``. ``prompt`` is the system
-        prompt (default: the deployment's sections).
+        it) is, with ``cut_off_turn="abort"``, closed first with stop reason
+        ``aborted``; with ``"continue"`` it is taken up again as the agent's next
+        turn, ahead of any message (its tool calls without a result run again, then
+        the model is asked for the next step; it runs once a message is queued or
+        :meth:`~dsh.core.Agent.resume` is called). ``prompt`` is the system prompt
+        (default: the deployment's sections).
         """
         if session_id in self._live:
             raise SessionError(f"session {session_id!r} is already live")
@@ -203,11 +211,13 @@ class LiveAgents(Generic[A]):
         if store is None:
             raise ConfigError("resuming a session needs a session store (set sessions_dir)")
         session, _torn = store.resume(session_id)
-        try:
-            _close_cut_off_turn(session)
-        except SessionError:
-            session.close()
-            raise
+        resumes = cut_off_turn == "continue" and unended_turn(session.events) is not None
+        if not resumes:
+            try:
+                close_cut_off_turn(session)
+            except SessionError:
+                session.close()
+                raise
         parent = self._live.get(session.header.parent_session or "")
         agent = self._new_agent(
             session,
@@ -218,6 +228,7 @@ class LiveAgents(Generic[A]):
             label=label,
             max_steps=max_steps or self._ctx.defaults.max_steps,
             sandbox=_resumed_sandbox(self._ctx.sandbox, parent, session),
+            cut_off=resumes,
         )
         if parent is not None:
             agent.tool_tape = parent.tool_tape
@@ -256,26 +267,6 @@ class LiveAgents(Generic[A]):
         if parent is not None:
             return parent.model
         return self._ctx.default_model()
-
-
-def _close_cut_off_turn(session: Session) -> None:
-    """Append ``turn/end`` (aborted) for a last turn that started but never ended."""
-    events = session.events
-    for index in range(len(events) - 1, -1, -1):
-        kind = events[index].type
-        if kind == "turn/end":
-            return
-        if kind == "turn/start":
-            turn = int(events[index].data.get("turn", 0))
-            session.append(
-                "turn/end",
-                {
-                    "turn": turn,
-                    "stop_reason": "aborted",
-                    "error": "the process stopped before this turn ended",
-                },
-            )
-            return
 
 
 def _resumed_sandbox(

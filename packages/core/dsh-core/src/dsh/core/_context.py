@@ -124,6 +124,7 @@ class AgentRegistry(LiveAgents[Agent]):
         label: str | None,
         max_steps: int,
         sandbox: SandboxPolicy,
+        cut_off: bool = False,
     ) -> Agent:
         return Agent(
             self._context,
@@ -136,6 +137,7 @@ class AgentRegistry(LiveAgents[Agent]):
             max_steps=max_steps,
             sandbox=sandbox,
             forget=self._forget,
+            cut_off=cut_off,
         )
 
 

@@ -208,11 +208,12 @@ class _ReplyStream:
 
 
 def _step_of(events: Sequence[Event]) -> int:
-    """Model calls already made in the current turn (messages steered in do not reset it)."""
+    """Model calls already made in the current turn (messages steered in do not reset it,
+    nor does the ``turn/start`` of a cut-off turn taken up again)."""
     step = 0
     for index in range(len(events) - 1, -1, -1):
         kind = events[index].type
-        if kind == "turn/start":
+        if kind == "turn/start" and not events[index].data.get("resumed"):
             return step
         if kind == "assistant/message":
             step += 1

@@ -6,7 +6,9 @@ from the session, call the model, append the assistant message, run its tool
 calls (concurrently when every tool in a run of calls is concurrency-safe),
 append their results; until a step has no tool calls. It ends with
 ``turn/end`` and a stop reason: ``completed``, ``max-tokens``, ``refusal``,
-``aborted``, ``blocked`` or ``error``.
+``aborted``, ``blocked`` or ``error``. A turn a stopped process cut off can be taken
+up again from the log (:mod:`dsh.core._cut_off`): its ``turn/start`` is written again
+with ``"resumed": true``, its unanswered tool calls run, and its steps go on.
 
 A session write the disk refuses (full, over quota) ends the turn ``error`` with
 :class:`~dsh.core.sessions.SessionError`'s message; the events stay in the log and are
@@ -30,6 +32,7 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from dsh.core._content import text_of
+from dsh.core._cut_off import CONTINUE, cut_off_tail
 from dsh.core._llm import (
     BoundModel,
     ModelDone,
@@ -253,18 +256,24 @@ class TurnLoop:
     # -- a turn ---------------------------------------------------------------------
 
     async def _run_turn(self, content: list[dict[str, Any]], extra: dict[str, Any] | None) -> None:
-        self.turns += 1
-        turn = self.turns
-        message: dict[str, Any] = {"content": content}
-        if extra:
-            message.update(extra)
         unsaved: SessionError | None = None  # the disk refused a write: the turn ends "error"
+        resumed = extra is CONTINUE  # the cut-off turn of a resumed log, taken up again
+        if resumed:
+            turn = self.turns
+            start: dict[str, Any] = {"turn": turn, "resumed": True}
+        else:
+            self.turns += 1
+            turn = self.turns
+            start = {"turn": turn}
+            message: dict[str, Any] = {"content": content}
+            if extra:
+                message.update(extra)
+            try:
+                self._append("user/message", message)
+            except SessionError as exc:  # in the log all the same; the next write saves it
+                unsaved = exc
         try:
-            self._append("user/message", message)
-        except SessionError as exc:  # in the log all the same; the next write saves it
-            unsaved = exc
-        try:
-            self._append("turn/start", {"turn": turn})
+            self._append("turn/start", start)
         except SessionError as exc:
             unsaved = unsaved or exc
         traced = self._trace_turn(turn) if self._host.tracing.enabled else None
@@ -283,7 +292,10 @@ class TurnLoop:
                 try:
                     if unsaved is not None:
                         raise unsaved  # the disk refuses the session's writes: no model call
-                    stop = await self._steps(signal)
+                    if resumed:
+                        stop = await self._continue_cut_off(signal)
+                    else:
+                        stop = await self._steps(signal)
                 except SessionError as exc:
                     stop, error = "error", str(exc)
                 except ModelError as exc:
@@ -329,11 +341,11 @@ class TurnLoop:
         except SessionError:
             pass  # in the log all the same; the next write saves it
 
-    async def _steps(self, signal: AbortSignal) -> StopReason:
+    async def _steps(self, signal: AbortSignal, step: int = 0) -> StopReason:
+        """The turn's steps until one asks for no tool (``step``: model calls made so far)."""
         session = self.session
         model = self.model
         host = self._host
-        step = 0
         while True:
             if signal.aborted:
                 # Cancelled without reaching an await point (e.g. before the turn began).
@@ -415,6 +427,30 @@ class TurnLoop:
                 self._append("tool/result", data)
             if self._blocked is not None:
                 raise TurnBlocked(self._blocked)
+
+    async def _continue_cut_off(self, signal: AbortSignal) -> StopReason:
+        """The rest of a cut-off turn (see :mod:`dsh.core._cut_off`): its tool calls
+        without a result run again, then its steps go on."""
+        if signal.aborted:
+            return "aborted"
+        steps, pending, ended = cut_off_tail(self.session.events)
+        if ended is not None:
+            return ended
+        if pending:
+            results = await self._run_tools(pending, signal)
+            for call, result in zip(pending, results, strict=True):
+                data: dict[str, Any] = {
+                    "call_id": call.id,
+                    "name": call.name,
+                    "content": result.blocks(),
+                    "is_error": result.is_error,
+                }
+                if result.data is not None:
+                    data["data"] = result.data
+                self._append("tool/result", data)
+            if self._blocked is not None:
+                raise TurnBlocked(self._blocked)
+        return await self._steps(signal, steps)
 
     async def _run_tools(self, calls: list[ToolCall], signal: AbortSignal) -> list[ToolResult]:
         """Several calls of one step: each run of concurrency-safe tools together."""

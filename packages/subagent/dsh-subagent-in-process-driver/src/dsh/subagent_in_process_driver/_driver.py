@@ -175,6 +175,7 @@ class InProcessProvider:
             label=request.label,
             prompt=self._child_prompt(base, request.persona),
             max_steps=options.max_steps,
+            cut_off_turn=options.cut_off_turn,
         )
 
     def create_child(self, request: SubagentStartRequest) -> Agent:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dsh.core.agents import CutOffTurn
 from dsh.core.models import ModelConfig
 from dsh.core.permissions import SandboxConfig
 from dsh.core.plugins import validation_problems
@@ -27,6 +28,12 @@ class InProcessAgentOptions(BaseModel):
     sandbox: SandboxConfig | None = None
     """Narrows the child's sandbox (``{ mode = "read-only" }``); a child never gets more
     than its parent: asking for more fails the start."""
+    cut_off_turn: CutOffTurn = "continue"
+    """Continuable children: what a cold resume does with the turn the child's process
+    stopped in. ``continue`` (at least once): the turn is taken up again before the new
+    message, a tool call that was running runs again and an unanswered model call is
+    asked again. ``abort`` (at most once): the turn is closed ``aborted`` and the model
+    is told the tool call was interrupted. Steps whose result is in the log never repeat."""
 
 
 _EMPTY = InProcessAgentOptions()

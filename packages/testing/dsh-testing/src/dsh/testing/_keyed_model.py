@@ -46,7 +46,7 @@ def _turn_prompt_and_step(events: Sequence[Event]) -> tuple[str, int]:
         event = events[index]
         if event.type == "assistant/message":
             step += 1
-        elif event.type == "turn/start":
+        elif event.type == "turn/start" and not event.data.get("resumed"):
             for before in range(index - 1, -1, -1):
                 if events[before].type == "user/message":
                     return text_of(events[before].data.get("content")), step

@@ -19,10 +19,11 @@ def last_user_text(request: ModelRequest) -> str:
 
 
 def steps_in_turn(request: ModelRequest) -> int:
-    """Model calls already made in the request's current turn."""
+    """Model calls already made in the request's current turn (a cut-off turn taken up
+    again counts on from its first start)."""
     steps = 0
     for event in reversed(request.events):
-        if event.type == "turn/start":
+        if event.type == "turn/start" and not event.data.get("resumed"):
             return steps
         steps += event.type == "assistant/message"
     return steps

@@ -5,9 +5,12 @@ Everything a product writes (config, caches, temp files) stays under ``root``.
 
 from __future__ import annotations
 
+import json
 import os
 
-__all__ = ["claude_code_env", "codex_offline_env"]
+from dsh.testing.model_servers._gemini import GEMINI_MODEL
+
+__all__ = ["claude_code_env", "codex_offline_env", "gemini_cli_env"]
 
 _CODEX_CONFIG = """\
 model = "gpt-5.5"
@@ -73,3 +76,43 @@ def codex_offline_env(base_url: str, root: str | os.PathLike[str]) -> dict[str, 
     with open(os.path.join(codex_home, "config.toml"), "w", encoding="utf-8") as config:
         config.write(_CODEX_CONFIG.format(base_url=base_url))
     return {"CODEX_HOME": codex_home, "HOME": home, "TMPDIR": tmp, "FAKE_API_KEY": "fake-key"}
+
+
+GEMINI_CLI_SETTINGS: dict[str, object] = {
+    "model": {"name": GEMINI_MODEL},  # not "auto": no routing request to a classifier model
+    "general": {"maxAttempts": 1, "enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "privacy": {"usageStatisticsEnabled": False},  # else Clearcut logging
+    "telemetry": {"enabled": False},
+    "ide": {"enabled": False},
+    "tools": {"useRipgrep": False},
+}
+"""What :func:`gemini_cli_env` writes to the CLI's ``settings.json``."""
+
+
+def gemini_cli_env(base_url: str, root: str | os.PathLike[str]) -> dict[str, str]:
+    """Environment that runs the Gemini CLI offline against the server at ``base_url``
+    (a :class:`~dsh.testing.model_servers.GeminiServer`'s ``api_base``).
+
+    Creates under ``root``: ``home/`` (``HOME`` and ``GEMINI_CLI_HOME``) with
+    ``home/.gemini/settings.json`` (:data:`GEMINI_CLI_SETTINGS`: a fixed model, so no
+    routing request; one attempt per request; no usage statistics, telemetry, update
+    check, IDE or ripgrep download), and ``tmp/`` (``TMPDIR``).
+    ``GOOGLE_GEMINI_BASE_URL`` makes the CLI authenticate as a gateway with
+    ``GEMINI_API_KEY`` (``fake-key``), no auth dialog. ``GEMINI_CLI_NO_RELAUNCH``: the
+    CLI runs in the process started, not in a child it relaunches with more heap.
+    """
+    home = os.path.join(root, "home")
+    tmp = os.path.join(root, "tmp")
+    for folder in (os.path.join(home, ".gemini"), tmp):
+        os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(home, ".gemini", "settings.json"), "w", encoding="utf-8") as out:
+        json.dump(GEMINI_CLI_SETTINGS, out, indent=2)
+    return {
+        "GOOGLE_GEMINI_BASE_URL": base_url,
+        "GEMINI_API_KEY": "fake-key",
+        "HOME": home,
+        "GEMINI_CLI_HOME": home,
+        "TMPDIR": tmp,
+        "GEMINI_CLI_NO_RELAUNCH": "1",
+        "NO_COLOR": "1",
+    }

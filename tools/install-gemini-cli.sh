@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Install the pinned Gemini CLI (@google/gemini-cli) with npm, for dsh's acp provider tests that
+# drive it for real as an ACP agent (`gemini --acp`) against the fake Gemini API server.
+#
+# Usage: tools/install-gemini-cli.sh [PREFIX]
+#   PREFIX   install directory (default: $DSH_TOOLS_DIR/gemini-cli, else
+#            <repo>/.tools/gemini-cli; <repo>/.tools/ is git-ignored)
+#   env GEMINI_CLI_VERSION overrides the pinned version (default 0.61.0).
+#
+# Idempotent: when the pinned version is already installed it only re-checks it (about 2 s).
+# Progress goes to stderr; the only stdout line is the absolute path of the CLI's entry point
+# (bundle/gemini.js, run it with `node`), also linked as PREFIX/bin/gemini.js. Tests find it
+# through env DSH_GEMINI_CLI, else <repo>/.tools/gemini-cli/bin/gemini.js.
+#
+# The package is one esbuild bundle (~100 MB unpacked); its optional dependencies (node-pty,
+# keytar) are left out: in ACP mode the CLI needs neither. It declares Node >= 20.
+set -euo pipefail
+
+VERSION="${GEMINI_CLI_VERSION:-0.61.0}"
+PACKAGE="@google/gemini-cli"
+source "$(dirname "${BASH_SOURCE[0]}")/install-npm-pinned.sh"
+npm_pinned_prefix gemini-cli 20 "${1:-}"
+ENTRY="$PREFIX/node_modules/$PACKAGE/bundle/gemini.js"
+
+npm_pinned_install "$PACKAGE" "$VERSION" present --omit=optional
+if [[ ! -f "$ENTRY" ]]; then
+  echo "install-gemini-cli.sh: $PACKAGE@$VERSION is not at $ENTRY after npm install" >&2
+  exit 1
+fi
+mkdir -p "$PREFIX/bin"
+ln -sfn "$ENTRY" "$PREFIX/bin/gemini.js"
+
+# Smoke test: the CLI answers `initialize` on stdio in ACP mode (no model is asked), offline:
+# a throwaway home, no relaunch into a child process.
+CHECK="$(mktemp -d "$PREFIX/.check.XXXXXX")"
+trap 'rm -rf "$CHECK"' EXIT
+mkdir -p "$CHECK/home/.gemini" "$CHECK/tmp"
+echo '{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false}}' \
+  >"$CHECK/home/.gemini/settings.json"
+env -i PATH="$PATH" HOME="$CHECK/home" GEMINI_CLI_HOME="$CHECK/home" TMPDIR="$CHECK/tmp" \
+  GEMINI_CLI_NO_RELAUNCH=1 NO_COLOR=1 \
+  node - "$ENTRY" "$VERSION" "$CHECK" >&2 <<'JS'
+const { spawn } = require("child_process");
+const [entry, version, cwd] = process.argv.slice(2);
+const p = spawn(process.execPath, [entry, "--acp"], { cwd, stdio: ["pipe", "pipe", "ignore"] });
+const timer = setTimeout(() => {
+  console.error("install-gemini-cli.sh: initialize smoke test timed out");
+  p.kill("SIGKILL");
+  process.exit(1);
+}, 60000);
+let buf = "";
+p.stdout.on("data", (d) => {
+  buf += d;
+  const lines = buf.split("\n");
+  buf = lines.pop();
+  for (const line of lines) {
+    let m;
+    try { m = JSON.parse(line); } catch (e) { continue; }
+    if (m.id !== 1) continue;
+    const info = (m.result && m.result.agentInfo) || {};
+    if (!m.result || m.result.protocolVersion !== 1 || info.version !== version) {
+      console.error("install-gemini-cli.sh: unexpected initialize answer: " + line);
+      p.kill("SIGKILL");
+      process.exit(1);
+    }
+    p.on("exit", () => {
+      clearTimeout(timer);
+      console.error(`install-gemini-cli.sh: ${info.name} ${info.version} initialize OK`);
+    });
+    p.stdin.end();
+    return;
+  }
+});
+p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {
+  protocolVersion: 1, clientCapabilities: { fs: { readTextFile: false, writeTextFile: false },
+  terminal: false } } }) + "\n");
+JS
+echo "$ENTRY"

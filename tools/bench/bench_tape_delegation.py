@@ -2,11 +2,16 @@
 
 The turns of ``bench_delegation.py`` — a parent turn whose tool is a real ``spawn``
 delegation to a child with an instant scripted model, and the same turn with a
-constant tool — in two contexts open side by side, both with JSONL sessions: one
-plain, one opened with ``Context.open(record=DIR)`` (its agents' tool calls go on the
-tape in process; the scripted models make no HTTP call). Rounds alternate between
-the two so a busy machine slows both alike; the ratio recorded / plain of the
-medians is printed (issue 24's target: ≤ 1.10x).
+constant tool — with JSONL sessions, in a context opened plain or with
+``Context.open(record=DIR)`` (its agents' tool calls go on the tape in process; the
+scripted models make no HTTP call).
+
+Each measurement runs in a fresh process (``--worker plain|taped``), plain and taped
+alternating over ``--rounds`` rounds, so both see the same machine and neither
+inherits the other's heap, files or threads (two contexts in one process did not
+compare like with like: the first one opened ran its delegations up to 1.7x slower).
+Prints the medians over rounds and the ratio recorded / plain (issue 24's target for
+the delegating turn: ≤ 1.10x).
 
     uv run python tools/bench/bench_tape_delegation.py [--iterations N] [--rounds R]
 """
@@ -15,80 +20,96 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
-from contextlib import AsyncExitStack
 
-from _bench import Timing, measure_async, write_json
+from _bench import measure_async, write_json
 from bench_delegation import PRESET, Args, parent_model
 
-from dsh.core import Agent, Context, Tool, ToolContext
+from dsh.core import Context, Tool, ToolContext
 from dsh.tape import read_tape
 
-
-async def _agents(ctx: Context) -> tuple[Agent, Agent]:
-    async def constant(args: Args, tctx: ToolContext) -> str:
-        return "child answer"
-
-    ctx.tools.register(Tool.from_model("constant", "constant", Args, constant))
-    delegating = ctx.agents.create(model=parent_model("subagent"), persist=False)
-    baseline = ctx.agents.create(model=parent_model("constant"), persist=False)
-    for agent in (delegating, baseline):  # a benchmark of a failing call proves nothing
-        await agent.run("go")
-        (result,) = [e.data for e in agent.session.events if e.type == "tool/result"]
-        if result["is_error"] or result["content"][0]["text"] != "child answer":
-            raise SystemExit(f"the measured tool call does not work: {result}")
-    return delegating, baseline
+KINDS = ("delegation", "constant")
 
 
-async def main(iterations: int, rounds: int, json_path: str | None) -> int:
-    print(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    samples: dict[str, list[float]] = {}
+async def worker(variant: str, iterations: int) -> dict[str, float]:
+    """One variant's median turn times in seconds, by kind (this process only)."""
     with tempfile.TemporaryDirectory() as tmp:
-        async with AsyncExitStack() as stack:
-            plain_ctx = await stack.enter_async_context(
-                Context.open(PRESET, sessions_dir=os.path.join(tmp, "plain"))
-            )  # opened first: the recording context's DSH_TAPE_PROXY is not set yet
-            taped_ctx = await stack.enter_async_context(
-                Context.open(
-                    PRESET, sessions_dir=os.path.join(tmp, "taped"), record=os.path.join(tmp, "t")
-                )
-            )
-            assert plain_ctx.tool_tape is None
-            assert taped_ctx.tool_tape is not None
-            plain = await _agents(plain_ctx)
-            taped = await _agents(taped_ctx)
-            per_round = max(iterations // rounds, 1)
-            for _ in range(rounds):  # interleave so drift hits both
-                for name, (delegating, baseline) in (("plain", plain), ("taped", taped)):
-                    for kind, agent in (("delegation", delegating), ("constant", baseline)):
-                        timing = await measure_async(
-                            kind, lambda a=agent: a.run("go"), iterations=per_round, warmup=20
-                        )
-                        samples.setdefault(f"{name} {kind}", []).extend(timing.samples)
-        tape = read_tape(os.path.join(tmp, "t"))
+        record = os.path.join(tmp, "tape") if variant == "taped" else None
+        async with Context.open(
+            PRESET, sessions_dir=os.path.join(tmp, "sessions"), record=record
+        ) as ctx:
+
+            async def constant(args: Args, tctx: ToolContext) -> str:
+                return "child answer"
+
+            ctx.tools.register(Tool.from_model("constant", "constant", Args, constant))
+            agents = {
+                "delegation": ctx.agents.create(model=parent_model("subagent"), persist=False),
+                "constant": ctx.agents.create(model=parent_model("constant"), persist=False),
+            }
+            for agent in agents.values():  # a benchmark of a failing call proves nothing
+                await agent.run("go")
+                (result,) = [e.data for e in agent.session.events if e.type == "tool/result"]
+                if result["is_error"] or result["content"][0]["text"] != "child answer":
+                    raise SystemExit(f"the measured tool call does not work: {result}")
+            medians: dict[str, list[float]] = {kind: [] for kind in KINDS}
+            for _ in range(5):  # interleave the two kinds so drift hits both
+                for kind, agent in agents.items():
+                    timing = await measure_async(
+                        kind, lambda a=agent: a.run("go"), iterations=iterations // 5, warmup=20
+                    )
+                    medians[kind].append(timing.median)
+        if record is not None and not read_tape(record).tools:
+            raise SystemExit("the taped context recorded no tool call")
+    return {kind: statistics.median(values) for kind, values in medians.items()}
+
+
+def run_worker(variant: str, iterations: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", variant, "--iterations", str(iterations)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(iterations: int, rounds: int, json_path: str | None) -> int:
+    print(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    runs: dict[str, list[dict[str, float]]] = {"plain": [], "taped": []}
+    for round_ in range(rounds):
+        order = ("plain", "taped") if round_ % 2 == 0 else ("taped", "plain")
+        for variant in order:
+            runs[variant].append(run_worker(variant, iterations))
+        plain, taped = runs["plain"][-1], runs["taped"][-1]
+        print(
+            f"  round {round_ + 1}: delegating turn {plain['delegation'] * 1e6:6.1f} µs plain,"
+            f" {taped['delegation'] * 1e6:6.1f} µs recorded"
+            f" ({taped['delegation'] / plain['delegation']:.3f}x); constant-tool turn"
+            f" {plain['constant'] * 1e6:5.1f} / {taped['constant'] * 1e6:5.1f} µs"
+        )
     print(f"load after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"tape: {len(tape.tools)} tool calls recorded\n")
-    timings = {key: Timing(key, values) for key, values in samples.items()}
-    for timing in timings.values():
-        print(timing.line())
-    results = {}
+    results: dict[str, dict[str, float]] = {}
     for kind, what in (
         ("delegation", "turn with a spawn delegation"),
         ("constant", "turn with a constant tool"),
     ):
-        plain_median = timings[f"plain {kind}"].median
-        taped_median = timings[f"taped {kind}"].median
+        plain_median = statistics.median(r[kind] for r in runs["plain"])
+        taped_median = statistics.median(r[kind] for r in runs["taped"])
         ratio = taped_median / plain_median
-        low = timings[f"taped {kind}"].p(0.1) / timings[f"plain {kind}"].p(0.1)
         target = " (target ≤ 1.10x)" if kind == "delegation" else ""
         print(
-            f"{what}, JSONL sessions: recorded {taped_median * 1e6:.1f} µs vs"
-            f" {plain_median * 1e6:.1f} µs plain = {ratio:.3f}x{target}; p10 ratio {low:.3f}x"
+            f"{what}, JSONL sessions, medians of {rounds} rounds: recorded"
+            f" {taped_median * 1e6:.1f} µs vs {plain_median * 1e6:.1f} µs plain"
+            f" = {ratio:.3f}x{target}"
         )
         results[kind] = {
-            "p10_ratio": low,
             "plain_us": plain_median * 1e6,
             "recorded_us": taped_median * 1e6,
             "ratio": ratio,
@@ -100,8 +121,12 @@ async def main(iterations: int, rounds: int, json_path: str | None) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=2000, help="turns per variant")
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=2000, help="turns per kind and run")
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
+    parser.add_argument("--worker", choices=("plain", "taped"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.iterations, args.rounds, args.json)))
+    if args.worker:
+        print(json.dumps(asyncio.run(worker(args.worker, args.iterations))))
+        sys.exit(0)
+    sys.exit(main(args.iterations, args.rounds, args.json))

@@ -178,6 +178,29 @@ def test_sse_lines() -> None:
     assert sse.flush() == "[DONE]"
 
 
+STREAM = (
+    ": keep-alive\r\n"
+    'data: {"a": "line\u2028sep"}\r\n\r\n'  # a raw U+2028 inside data is not a line end
+    "data: one\rdata: two\r\r"  # CR alone ends lines too
+    "event: x\ndata: [DONE]"  # the last line has no line end: flush() takes it
+)
+STREAM_EVENTS = ['{"a": "line\u2028sep"}', "one\ntwo", "[DONE]"]
+
+
+def events_of(pieces: list[str]) -> list[str]:
+    sse = SSELines()
+    events = [data for piece in pieces for data in sse.feed_text(piece)]
+    rest = sse.flush()
+    return events + ([rest] if rest is not None else [])
+
+
+def test_sse_text_whole_and_in_pieces() -> None:
+    assert events_of([STREAM]) == STREAM_EVENTS
+    for cut in range(1, len(STREAM)):  # every split in two, a CRLF split included
+        assert events_of([STREAM[:cut], STREAM[cut:]]) == STREAM_EVENTS, cut
+    assert events_of(list(STREAM)) == STREAM_EVENTS  # one character at a time
+
+
 def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
     import json
 

@@ -192,19 +192,20 @@ class OpenAIChatAdapter:
                     yield delta
             else:
                 sse = SSELines()
-                lines = response.aiter_lines()
+                # (one abortable read per piece of text as it arrives, not per line: a
+                # replayed body comes whole, a live stream in a piece or so per event)
+                texts = response.aiter_text()
                 while True:
                     try:
-                        line = await self._guard(signal, lines.__anext__)
+                        text = await self._guard(signal, texts.__anext__)
                     except StopAsyncIteration:
                         break
-                    data = sse.feed(line)
-                    if data is not None:
-                        for delta in assembler.feed(data):
+                    for event_data in sse.feed_text(text):
+                        for delta in assembler.feed(event_data):
                             yield delta
-                data = sse.flush()
-                if data is not None:
-                    for delta in assembler.feed(data):
+                rest = sse.flush()
+                if rest is not None:
+                    for delta in assembler.feed(rest):
                         yield delta
             for event in assembler.finish():
                 if isinstance(event, ModelDone) and event.usage is not None:

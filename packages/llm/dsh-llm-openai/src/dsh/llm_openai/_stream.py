@@ -47,17 +47,43 @@ def error_detail(error: Any) -> str:
 
 
 class SSELines:
-    """Incremental SSE parser: feed lines, get the ``data`` of each complete event."""
+    """Incremental SSE parser: feed lines (:meth:`feed`) or text as it arrives
+    (:meth:`feed_text`), get the ``data`` of each complete event."""
 
-    __slots__ = ("_data",)
+    __slots__ = ("_cr", "_data", "_partial")
 
     def __init__(self) -> None:
         self._data: list[str] = []
+        self._partial = ""
+        """The start of a line whose end has not arrived yet (:meth:`feed_text`)."""
+        self._cr = False
+        """The last text ended with CR: an LF starting the next one ends no line."""
+
+    def feed_text(self, text: str) -> list[str]:
+        """Take a piece of the stream's text (any size: a network chunk, or a whole
+        replayed body); return the data of the events it completes. Lines end with
+        CR, LF or CRLF, as SSE says (other Unicode line breaks are data)."""
+        if self._cr:
+            self._cr = False
+            if text.startswith("\n"):
+                text = text[1:]
+        text = self._partial + text
+        if "\r" in text:
+            self._cr = text.endswith("\r")
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        self._partial = lines.pop()
+        events: list[str] = []
+        for line in lines:
+            data = self.feed(line)
+            if data is not None:
+                events.append(data)
+        return events
 
     def feed(self, line: str) -> str | None:
         """Take one line (without its ending); return event data when one completes."""
         if not line:
-            return self.flush()
+            return self._complete()
         if line.startswith(":"):
             return None  # a comment (keep-alive)
         name, _, value = line.partition(":")
@@ -67,6 +93,13 @@ class SSELines:
 
     def flush(self) -> str | None:
         """The data of a pending event (at end of stream), if any."""
+        if self._partial:  # (a last line with no line end)
+            line, self._partial = self._partial, ""
+            self.feed(line)
+        return self._complete()
+
+    def _complete(self) -> str | None:
+        """The data of the event that an empty line ends (None: no data)."""
         if not self._data:
             return None
         data = "\n".join(self._data)

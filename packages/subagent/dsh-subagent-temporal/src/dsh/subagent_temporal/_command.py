@@ -7,11 +7,13 @@ are imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 __all__ = ["WorkerCommand", "command", "main"]
 
@@ -122,7 +124,7 @@ class WorkerCommand:
         if args.cwd is not None and not Path(args.cwd).is_dir():
             print(f"dsh worker: --cwd {args.cwd}: not a directory", file=sys.stderr)
             return 2
-        return serve(
+        status = serve(
             WorkerOptions(
                 preset=preset,
                 task_queue=args.task_queue,
@@ -139,6 +141,23 @@ class WorkerCommand:
                 record=args.record,
             )
         )
+        _end_process(status)
+
+
+def _end_process(status: int) -> NoReturn:
+    """End the worker process now, with ``status``, once its output is flushed.
+
+    The worker has stopped and closed everything it opened, but temporalio's Rust
+    bridge keeps native threads that can call into Python while the interpreter
+    finalizes, which aborts the process (``Fatal Python error: PyGILState_Release``,
+    exit 134) after a clean stop: temporalio/sdk-python#300. Skipping the
+    interpreter's teardown (logging and stdio flushed first) keeps the status the
+    worker meant."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 command = WorkerCommand()

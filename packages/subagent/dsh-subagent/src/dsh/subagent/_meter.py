@@ -18,7 +18,6 @@ the time limit (a timer), and for ``children`` when a delegation starts.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -319,50 +318,38 @@ def spent_against(
     return {name: spent[name] for name in budget.to_json() if name in spent}
 
 
-_COMPACT_AT = 64
-"""Stale entries :class:`Deadlines` tolerates before it rebuilds its heap (and 4x the
-live ones)."""
-
-
 class Deadlines:
-    """One asyncio timer for the time caps of many meters: a heap of deadlines and a
-    timer for the earliest. A meter that settles first is dropped lazily (its entry
-    stays until it comes up, or until stale entries outnumber live ones 4 to 1), and
-    the timer is left to fire: runs that start one after another with the same cap
-    then share one timer per period instead of one each."""
+    """One asyncio timer for the time caps of many meters: the meters being watched,
+    and a timer for the earliest deadline known. A meter that settles first just
+    leaves the set; the timer is left to fire (runs that start one after another with
+    the same cap then share one timer per period instead of one each), trips the
+    meters that are due and sets itself for the earliest deadline left. Watching and
+    dropping a meter allocate nothing; a firing looks at every meter watched."""
 
-    __slots__ = ("_added", "_at", "_handle", "_heap", "_live")
+    __slots__ = ("_at", "_handle", "_watched")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, BudgetMeter]] = []
+        self._watched: set[BudgetMeter] = set()
         self._handle: asyncio.TimerHandle | None = None
         self._at = math.inf
-        self._live = 0
-        self._added = 0
-        """Deadlines added so far (the tie-breaker of equal deadlines in the heap)."""
+        """When the timer fires (inf: no timer)."""
+
+    @property
+    def watched(self) -> int:
+        """How many meters are watched."""
+        return len(self._watched)
 
     def add(self, meter: BudgetMeter, deadline: float) -> None:
         """Trip ``meter``'s time cap at ``deadline`` (monotonic clock)."""
         meter.deadline = deadline
-        self._added = added = self._added + 1
-        heapq.heappush(self._heap, (deadline, added, meter))
-        self._live += 1
+        self._watched.add(meter)
         if deadline < self._at:
             self._schedule(deadline)
 
     def discard(self, meter: BudgetMeter) -> None:
         """``meter``'s run settled before its deadline."""
-        if meter.deadline is None:
-            return
         meter.deadline = None
-        self._live -= 1
-        heap = self._heap
-        if self._live == 0:
-            if heap:  # (the timer stays: it finds nothing; one timer serves the next)
-                self._heap = []
-        elif len(heap) > _COMPACT_AT and len(heap) > 4 * self._live:
-            self._heap = [entry for entry in heap if entry[2].deadline is not None]
-            heapq.heapify(self._heap)
+        self._watched.discard(meter)
 
     def _schedule(self, deadline: float) -> None:
         if self._handle is not None:
@@ -374,21 +361,21 @@ class Deadlines:
     def _fire(self) -> None:
         self._handle = None
         self._at = math.inf
-        heap = self._heap
         now = time.monotonic()
         due: list[BudgetMeter] = []
-        while heap:
-            deadline, _, meter = heap[0]
-            if meter.deadline is None:  # settled before its deadline
-                heapq.heappop(heap)
+        nearest = math.inf
+        for meter in self._watched:
+            deadline = meter.deadline
+            if deadline is None:
                 continue
-            if deadline > now:
-                self._schedule(deadline)
-                break
-            heapq.heappop(heap)
-            meter.deadline = None
-            self._live -= 1
-            due.append(meter)
+            if deadline <= now:
+                due.append(meter)
+            elif deadline < nearest:
+                nearest = deadline
+        for meter in due:
+            self.discard(meter)
+        if nearest < math.inf:
+            self._schedule(nearest)
         for meter in due:
             meter._time_up()
 

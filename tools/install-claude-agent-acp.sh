@@ -48,40 +48,5 @@ trap 'rm -rf "$CHECK"' EXIT
 mkdir -p "$CHECK/home" "$CHECK/config" "$CHECK/tmp"
 env -i PATH="$PATH" HOME="$CHECK/home" CLAUDE_CONFIG_DIR="$CHECK/config" TMPDIR="$CHECK/tmp" \
   CLAUDE_CODE_TMPDIR="$CHECK/tmp" DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-  node - "$ENTRY" "$VERSION" >&2 <<'JS'
-const { spawn } = require("child_process");
-const [entry, version] = process.argv.slice(2);
-const p = spawn(process.execPath, [entry], { stdio: ["pipe", "pipe", "ignore"] });
-const timer = setTimeout(() => {
-  console.error("install-claude-agent-acp.sh: initialize smoke test timed out");
-  p.kill("SIGKILL");
-  process.exit(1);
-}, 30000);
-let buf = "";
-p.stdout.on("data", (d) => {
-  buf += d;
-  const lines = buf.split("\n");
-  buf = lines.pop();
-  for (const line of lines) {
-    let m;
-    try { m = JSON.parse(line); } catch (e) { continue; }
-    if (m.id !== 1) continue;
-    const info = (m.result && m.result.agentInfo) || {};
-    if (!m.result || m.result.protocolVersion !== 1 || info.version !== version) {
-      console.error("install-claude-agent-acp.sh: unexpected initialize answer: " + line);
-      p.kill("SIGKILL");
-      process.exit(1);
-    }
-    p.on("exit", () => {
-      clearTimeout(timer);
-      console.error(`install-claude-agent-acp.sh: ${info.name} ${info.version} initialize OK`);
-    });
-    p.stdin.end();
-    return;
-  }
-});
-p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {
-  protocolVersion: 1, clientCapabilities: { fs: { readTextFile: false, writeTextFile: false },
-  terminal: false } } }) + "\n");
-JS
+  node -e "$NPM_PINNED_ACP_CHECK" "$NPM_PINNED_SELF" 30 "$ENTRY" "$VERSION" "$CHECK" >&2
 echo "$ENTRY"

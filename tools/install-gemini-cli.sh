@@ -39,40 +39,5 @@ echo '{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": fa
   >"$CHECK/home/.gemini/settings.json"
 env -i PATH="$PATH" HOME="$CHECK/home" GEMINI_CLI_HOME="$CHECK/home" TMPDIR="$CHECK/tmp" \
   GEMINI_CLI_NO_RELAUNCH=1 NO_COLOR=1 \
-  node - "$ENTRY" "$VERSION" "$CHECK" >&2 <<'JS'
-const { spawn } = require("child_process");
-const [entry, version, cwd] = process.argv.slice(2);
-const p = spawn(process.execPath, [entry, "--acp"], { cwd, stdio: ["pipe", "pipe", "ignore"] });
-const timer = setTimeout(() => {
-  console.error("install-gemini-cli.sh: initialize smoke test timed out");
-  p.kill("SIGKILL");
-  process.exit(1);
-}, 60000);
-let buf = "";
-p.stdout.on("data", (d) => {
-  buf += d;
-  const lines = buf.split("\n");
-  buf = lines.pop();
-  for (const line of lines) {
-    let m;
-    try { m = JSON.parse(line); } catch (e) { continue; }
-    if (m.id !== 1) continue;
-    const info = (m.result && m.result.agentInfo) || {};
-    if (!m.result || m.result.protocolVersion !== 1 || info.version !== version) {
-      console.error("install-gemini-cli.sh: unexpected initialize answer: " + line);
-      p.kill("SIGKILL");
-      process.exit(1);
-    }
-    p.on("exit", () => {
-      clearTimeout(timer);
-      console.error(`install-gemini-cli.sh: ${info.name} ${info.version} initialize OK`);
-    });
-    p.stdin.end();
-    return;
-  }
-});
-p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {
-  protocolVersion: 1, clientCapabilities: { fs: { readTextFile: false, writeTextFile: false },
-  terminal: false } } }) + "\n");
-JS
+  node -e "$NPM_PINNED_ACP_CHECK" "$NPM_PINNED_SELF" 60 "$ENTRY" "$VERSION" "$CHECK" --acp >&2
 echo "$ENTRY"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Source me from an installer of a pinned npm package (tools/install-codex.sh,
+# Source me from an installer of a pinned npm package (tools/install-codex.sh, install-gemini-cli.sh,
 # tools/install-claude-agent-acp.sh, tools/install-acp-sdk.sh): what they share. Messages go to
 # stderr, prefixed with the installer's name; a failure exits the installer with status 1.
 #
@@ -14,6 +14,12 @@
 #     installed already and FOUND is not empty: FOUND is what the installer found of a part the
 #     version does not vouch for (the native binary an optional platform package brings); leave
 #     it out when there is none. Then PREFIX must hold PACKAGE at VERSION.
+#   NPM_PINNED_ACP_CHECK
+#     a node script, the smoke test of an ACP agent: run it under the agent's offline
+#     environment as `node -e "$NPM_PINNED_ACP_CHECK" LABEL SECONDS ENTRY VERSION CWD [ARG...]`.
+#     It starts `node ENTRY ARG...` in CWD, sends `initialize` on stdin and needs, within
+#     SECONDS, an answer with protocol version 1 and agentInfo.version VERSION (no model is
+#     asked); then it closes stdin and waits for the agent to exit. Messages go to stderr.
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   echo "install-npm-pinned.sh: source it from an installer (see its header); it installs nothing itself" >&2
   exit 2
@@ -58,3 +64,40 @@ npm_pinned_install() {
     exit 1
   fi
 }
+
+NPM_PINNED_ACP_CHECK='
+const { spawn } = require("child_process");
+const [label, seconds, entry, version, cwd, ...args] = process.argv.slice(1);
+const p = spawn(process.execPath, [entry, ...args], { cwd, stdio: ["pipe", "pipe", "ignore"] });
+const timer = setTimeout(() => {
+  console.error(label + ": initialize smoke test timed out");
+  p.kill("SIGKILL");
+  process.exit(1);
+}, Number(seconds) * 1000);
+let buf = "";
+p.stdout.on("data", (d) => {
+  buf += d;
+  const lines = buf.split("\n");
+  buf = lines.pop();
+  for (const line of lines) {
+    let m;
+    try { m = JSON.parse(line); } catch (e) { continue; }
+    if (m.id !== 1) continue;
+    const info = (m.result && m.result.agentInfo) || {};
+    if (!m.result || m.result.protocolVersion !== 1 || info.version !== version) {
+      console.error(label + ": unexpected initialize answer: " + line);
+      p.kill("SIGKILL");
+      process.exit(1);
+    }
+    p.on("exit", () => {
+      clearTimeout(timer);
+      console.error(`${label}: ${info.name} ${info.version} initialize OK`);
+    });
+    p.stdin.end();
+    return;
+  }
+});
+p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {
+  protocolVersion: 1, clientCapabilities: { fs: { readTextFile: false, writeTextFile: false },
+  terminal: false } } }) + "\n");
+'

@@ -13,8 +13,6 @@ fail under ``CI=true``.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from dsh.testing.model_servers import (
     claude_code_env,
 )
 from dsh.testing.model_servers.anthropic_messages import reply_with_tool_result
+from dsh.testing.processes import node_entry
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -42,23 +41,13 @@ PROMPT = "please touch the marker"
 @pytest.fixture(scope="module")
 def entry() -> str:
     """claude-agent-acp's entry point (run with ``node``), or a skip / CI failure."""
-    configured = os.environ.get("DSH_CLAUDE_AGENT_ACP")
-    path = Path(configured) if configured else DEFAULT_ENTRY
-    problem = None
-    if shutil.which("node") is None:
-        problem = "node is not on PATH (install Node.js >= 20)"
-    elif not path.is_file():
-        problem = (
-            f"claude-agent-acp not found at {path}"
-            f"{' (from DSH_CLAUDE_AGENT_ACP)' if configured else ''}; run"
-            " tools/install-claude-agent-acp.sh (npm installs the pinned"
-            " @agentclientprotocol/claude-agent-acp) or set DSH_CLAUDE_AGENT_ACP"
-        )
-    if problem is None:
-        return str(path.resolve())
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(problem)
-    pytest.skip(problem)
+    return node_entry(
+        "DSH_CLAUDE_AGENT_ACP",
+        DEFAULT_ENTRY,
+        "claude-agent-acp",
+        "tools/install-claude-agent-acp.sh (npm installs the pinned"
+        " @agentclientprotocol/claude-agent-acp)",
+    )
 
 
 @pytest.fixture

@@ -17,8 +17,6 @@ installs). Missing, the tests skip locally and fail under ``CI=true``.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,7 +38,7 @@ from dsh.testing.model_servers import (
     reply_with_function_response,
 )
 from dsh.testing.model_servers.gemini import function_responses
-from dsh.testing.processes import cmdline, live_children, process_tree, wait_until_gone
+from dsh.testing.processes import cmdline, live_children, node_entry, process_tree, wait_until_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -54,23 +52,12 @@ ANSWER = "Gemini heard: {output}"
 @pytest.fixture(scope="module")
 def entry() -> str:
     """The Gemini CLI's entry point (run with ``node``), or a skip / CI failure."""
-    configured = os.environ.get("DSH_GEMINI_CLI")
-    path = Path(configured) if configured else DEFAULT_ENTRY
-    problem = None
-    if shutil.which("node") is None:
-        problem = "node is not on PATH (install Node.js >= 20)"
-    elif not path.is_file():
-        problem = (
-            f"the Gemini CLI is not at {path}"
-            f"{' (from DSH_GEMINI_CLI)' if configured else ''}; run"
-            " tools/install-gemini-cli.sh (npm installs the pinned @google/gemini-cli)"
-            " or set DSH_GEMINI_CLI"
-        )
-    if problem is None:
-        return str(path.resolve())
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(problem)
-    pytest.skip(problem)
+    return node_entry(
+        "DSH_GEMINI_CLI",
+        DEFAULT_ENTRY,
+        "the Gemini CLI",
+        "tools/install-gemini-cli.sh (npm installs the pinned @google/gemini-cli)",
+    )
 
 
 @pytest.fixture

@@ -9,9 +9,11 @@ through psutil for a whole-table read); elsewhere (macOS, BSDs) psutil answers t
 same questions, so no check here passes silently for want of ``/proc``.
 
 :class:`PtyProcess` runs a command on a pseudo-terminal, as a user's terminal does;
-:class:`JsonLinesProcess` speaks raw JSON lines to a stdio server.
+:class:`JsonLinesProcess` speaks raw JSON lines to a stdio server; :func:`node_entry`
+finds a Node.js program one of the project's installers put under ``.tools/``.
 """
 
+from dsh.testing._installed import node_entry
 from dsh.testing._json_lines import JsonLinesProcess
 from dsh.testing._processes import (
     alive,
@@ -34,6 +36,7 @@ __all__ = [
     "descendants",
     "describe",
     "live_children",
+    "node_entry",
     "process_tree",
     "reap_zombies",
     "wait_until_gone",

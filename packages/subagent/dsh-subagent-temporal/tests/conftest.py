@@ -8,6 +8,7 @@ package's dev group). Without it the tests skip, which fails them under ``CI=tru
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -18,7 +19,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -29,6 +31,7 @@ from dsh.core import Context, parse_preset
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_temporal import TemporalProvider, TemporalProviderConfig
 from dsh.testing.fixtures import FAIL_RULE, HANG_RULE, keyed_preset, keyed_rule, plugin_rows
+from dsh.testing.model_servers import ChatReply, ChatToolCall, RecordedRequest
 from dsh.testing.processes import cmdline, descendants, wait_until_gone
 
 HERE = Path(__file__).parent
@@ -250,6 +253,67 @@ async def parent_context(
         yield ctx, provider
 
 
+# -- the tape scenario (test_tape_resume.py, test_tape_outage.py) -------------------------
+
+TAPE_PRESET = """
+[[plugin]]
+name = "dsh-subagent-spawn-in-process"
+
+[[plugin]]
+name = "dsh-llm-openai"
+
+[[plugin]]
+name = "dsh-testing-example"
+config = {{ command_tool = "run" }}
+
+[agent.model]
+adapter = "openai"
+model = "fake-model"
+[agent.model.options]
+base_url = "{base_url}"
+api_key_env = ""
+"""
+"""The worker's preset for the tape scenario (``.format(base_url=...)``): a spawn child
+on the fake chat server, with the example plugin's ``run`` command tool."""
+
+
+def three_tools(runs: Path, release: Path, pids: Path | None = None) -> Any:
+    """The fake model of the tape scenario: three tool runs, each appending its number
+    to ``runs``; the third (its shell's pid appended to ``pids``, if given) waits until
+    ``release`` exists (the step in flight); then an answer."""
+
+    def answer(request: RecordedRequest) -> ChatReply:
+        done = sum(1 for m in request.json["messages"] if m["role"] == "tool")
+        if done < 3:
+            script = f"echo {done + 1} >> {runs}"
+            if done == 2:  # the third tool waits to be released: the step in flight
+                if pids is not None:
+                    script += f"; echo $$ >> {pids}"
+                script += f"; while [ ! -e {release} ]; do sleep 0.05; done"
+            argv = ["/bin/sh", "-c", script]
+            return ChatReply(tool_calls=[ChatToolCall("run", {"argv": argv})])
+        return ChatReply(text="all three ran")
+
+    return answer
+
+
+def call_numbers(requests: Iterable[RecordedRequest]) -> Counter[int]:
+    """How many times each model call (by assistant turns before it) was asked."""
+    return Counter(
+        sum(1 for m in r.json["messages"] if m["role"] == "assistant")
+        for r in requests
+        if r.json is not None
+    )
+
+
+async def wait_for(condition: Callable[[], object], within: float, what: Callable[[], str]) -> None:
+    """Wait until ``condition()`` holds; fail with ``what()`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, what()
+        await asyncio.sleep(0.05)
+
+
 @pytest.fixture(scope="session")
 def tk() -> SimpleNamespace:
     """The helpers above, for test modules (conftest is not importable by name)."""
@@ -264,4 +328,8 @@ def tk() -> SimpleNamespace:
         HEARTBEAT_TIMEOUT=HEARTBEAT_TIMEOUT,
         PY=PY,
         HERE=HERE,
+        TAPE_PRESET=TAPE_PRESET,
+        three_tools=three_tools,
+        call_numbers=call_numbers,
+        wait_for=wait_for,
     )

@@ -24,7 +24,6 @@ import os
 import signal
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,58 +32,10 @@ import pytest
 from dsh.core import AbortSignal
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
 from dsh.tape import read_tape
-from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer, RecordedRequest
+from dsh.testing.model_servers import OpenAIChatServer
 from dsh.testing.processes import alive, cmdline, descendants
 
 pytestmark = pytest.mark.timeout(120)
-
-PRESET = """
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-llm-openai"
-
-[[plugin]]
-name = "dsh-testing-example"
-config = {{ command_tool = "run" }}
-
-[agent.model]
-adapter = "openai"
-model = "fake-model"
-[agent.model.options]
-base_url = "{base_url}"
-api_key_env = ""
-"""
-
-
-def _answer(runs: Path, pids: Path, release: Path) -> Any:
-    def answer(request: RecordedRequest) -> ChatReply:
-        done = sum(1 for m in request.json["messages"] if m["role"] == "tool")
-        if done < 3:
-            script = f"echo {done + 1} >> {runs}"
-            if done == 2:  # the third tool waits to be released: the step in flight
-                script += f"; echo $$ >> {pids}; while [ ! -e {release} ]; do sleep 0.05; done"
-            argv = ["/bin/sh", "-c", script]
-            return ChatReply(tool_calls=[ChatToolCall("run", {"argv": argv})])
-        return ChatReply(text="all three ran")
-
-    return answer
-
-
-def _call_numbers(requests: list[RecordedRequest]) -> Counter[int]:
-    return Counter(
-        sum(1 for m in r.json["messages"] if m["role"] == "assistant")
-        for r in requests
-        if r.json is not None
-    )
-
-
-async def _wait_for(condition: Any, within: float, what: Any) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, what()
-        await asyncio.sleep(0.05)
 
 
 async def _last_outcome(address: str, workflow_id: str) -> dict[str, Any]:
@@ -113,11 +64,11 @@ async def test_attempt_2_resumes_from_the_tape_after_a_server_outage(
     timeout = tk.HEARTBEAT_TIMEOUT
     server = tk.DevServer(tmp_path)  # its own: this test kills and restarts it
     server.start()
-    model = OpenAIChatServer(default=_answer(runs, pids, release)).start()
+    model = OpenAIChatServer(default=tk.three_tools(runs, release, pids)).start()
     worker = None
     try:
         preset = tmp_path / "worker.toml"
-        preset.write_text(PRESET.format(base_url=model.api_base), encoding="utf-8")
+        preset.write_text(tk.TAPE_PRESET.format(base_url=model.api_base), encoding="utf-8")
         queue = f"outage-{uuid.uuid4().hex[:8]}"
         args = tk.worker_args(server, queue, preset, None, "--tapes", str(tapes))
         worker = tk.WorkerProcess(args, "outage-w")
@@ -127,14 +78,14 @@ async def test_attempt_2_resumes_from_the_tape_after_a_server_outage(
             run = await SubagentRuntime.of(ctx).start(provider.name, request)
             async with run:
                 # 3 model calls made, 2 tool runs done, the third tool running
-                await _wait_for(
+                await tk.wait_for(
                     lambda: pids.exists() and len(pids.read_text().split()) == 1,
                     30,
                     lambda: f"the third tool never started: {worker.output()[-3000:]}",
                 )
                 assert runs.read_text().split() == ["1", "2", "3"]
                 attempt_1 = list(model.requests)
-                assert _call_numbers(attempt_1) == {0: 1, 1: 1, 2: 1}
+                assert tk.call_numbers(attempt_1) == {0: 1, 1: 1, 2: 1}
                 in_flight = int(pids.read_text())
 
                 if how == "killed":
@@ -143,7 +94,7 @@ async def test_attempt_2_resumes_from_the_tape_after_a_server_outage(
                     server.process.send_signal(signal.SIGSTOP)
                 down = time.monotonic()
                 # attempt 1 cannot heartbeat: its worker stops it while the server is down
-                await _wait_for(
+                await tk.wait_for(
                     lambda: not alive(in_flight),
                     timeout + 5,
                     lambda: f"attempt 1's tool still runs: {worker.output()[-3000:]}",
@@ -157,7 +108,7 @@ async def test_attempt_2_resumes_from_the_tape_after_a_server_outage(
                 else:
                     server.process.send_signal(signal.SIGCONT)
                 # attempt 2 has replayed the first steps and runs the third tool again
-                await _wait_for(
+                await tk.wait_for(
                     lambda: len(pids.read_text().split()) == 2,
                     30,
                     lambda: f"attempt 2's third tool never started: {worker.output()[-3000:]}",
@@ -169,8 +120,8 @@ async def test_attempt_2_resumes_from_the_tape_after_a_server_outage(
         print(
             f"server {how}: outage {outage:.1f} s (heartbeat_timeout {timeout:g} s);"
             f" attempt 1 stopped {stopped:.1f} s into it; model calls by call number: attempt 1"
-            f" {dict(_call_numbers(attempt_1))}, during the outage {during}, attempt 2"
-            f" {dict(_call_numbers(attempt_2))}; tool runs {runs.read_text().split()}"
+            f" {dict(tk.call_numbers(attempt_1))}, during the outage {during}, attempt 2"
+            f" {dict(tk.call_numbers(attempt_2))}; tool runs {runs.read_text().split()}"
         )
         assert result.stop_reason == "completed", result
         assert result.output == "all three ran"
@@ -178,7 +129,7 @@ async def test_attempt_2_resumes_from_the_tape_after_a_server_outage(
         assert stopped <= timeout + 2, f"attempt 1 stopped {stopped:.1f} s into the outage"
         assert during == 0
         # attempt 2: no completed model call repeated, only the last one is new
-        assert _call_numbers(attempt_2) == {3: 1}
+        assert tk.call_numbers(attempt_2) == {3: 1}
         # the two completed tool runs were not run again; the one in flight was
         assert runs.read_text().split() == ["1", "2", "3", "3"]
         assert len(pids.read_text().split()) == 2
@@ -207,7 +158,9 @@ async def test_attempt_2_resumes_from_the_tape_after_a_server_outage(
         ("hang", False),
     ],
 )
-async def test_the_contact_counts_any_answer_and_nothing_else(answer: str, reached: bool) -> None:
+async def test_the_contact_counts_any_answer_and_nothing_else(
+    tk: Any, answer: str, reached: bool
+) -> None:
     """ServerContact's rule, one probe answer at a time (the probe stands in for the
     server's ``GetSystemInfo`` answer: an error status, or none at all)."""
     from temporalio.service import RPCError, RPCStatusCode
@@ -224,7 +177,7 @@ async def test_the_contact_counts_any_answer_and_nothing_else(answer: str, reach
 
     contact = ServerContact(probe)
     async with contact.watching(0.05) as watch:
-        await _wait_for(lambda: len(asked) >= 3, 10, lambda: f"probed {len(asked)} times")
+        await tk.wait_for(lambda: len(asked) >= 3, 10, lambda: f"probed {len(asked)} times")
         silent = watch.silent_for()
         if reached:
             assert contact.last_error == ""

@@ -9,9 +9,7 @@ again (at least once)."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,57 +18,9 @@ import pytest
 from dsh.core import AbortSignal
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
 from dsh.tape import read_tape
-from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer, RecordedRequest
+from dsh.testing.model_servers import OpenAIChatServer
 
 pytestmark = pytest.mark.timeout(120)
-
-PRESET = """
-[[plugin]]
-name = "dsh-subagent-spawn-in-process"
-
-[[plugin]]
-name = "dsh-llm-openai"
-
-[[plugin]]
-name = "dsh-testing-example"
-config = {{ command_tool = "run" }}
-
-[agent.model]
-adapter = "openai"
-model = "fake-model"
-[agent.model.options]
-base_url = "{base_url}"
-api_key_env = ""
-"""
-
-
-def _answer(runs: Path, release: Path) -> Any:
-    def answer(request: RecordedRequest) -> ChatReply:
-        done = sum(1 for m in request.json["messages"] if m["role"] == "tool")
-        if done < 3:
-            script = f"echo {done + 1} >> {runs}"
-            if done == 2:  # the third tool waits to be released: the step in flight
-                script += f"; while [ ! -e {release} ]; do sleep 0.05; done"
-            argv = ["/bin/sh", "-c", script]
-            return ChatReply(tool_calls=[ChatToolCall("run", {"argv": argv})])
-        return ChatReply(text="all three ran")
-
-    return answer
-
-
-def _call_numbers(server: OpenAIChatServer) -> Counter[int]:
-    return Counter(
-        sum(1 for m in r.json["messages"] if m["role"] == "assistant")
-        for r in server.requests
-        if r.json is not None
-    )
-
-
-async def _wait_for(condition: Any, within: float, what: Any) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, what()
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.anyio
@@ -78,9 +28,9 @@ async def test_attempt_2_resumes_from_the_tape_after_a_worker_sigkill(
     tk: Any, server: Any, tmp_path: Path
 ) -> None:
     runs, release, tapes = tmp_path / "runs.txt", tmp_path / "release", tmp_path / "tapes"
-    with OpenAIChatServer(default=_answer(runs, release)) as model:
+    with OpenAIChatServer(default=tk.three_tools(runs, release)) as model:
         preset = tmp_path / "worker.toml"
-        preset.write_text(PRESET.format(base_url=model.api_base), encoding="utf-8")
+        preset.write_text(tk.TAPE_PRESET.format(base_url=model.api_base), encoding="utf-8")
         queue = f"tape-{uuid.uuid4().hex[:8]}"
         args = tk.worker_args(server, queue, preset, None, "--tapes", str(tapes))
         first = tk.WorkerProcess(args, "tape-a")
@@ -95,7 +45,7 @@ async def test_attempt_2_resumes_from_the_tape_after_a_worker_sigkill(
                 run = await runtime.start(provider.name, request)
                 async with run:
                     # 3 model calls made, 2 tool runs done, the third tool running
-                    await _wait_for(
+                    await tk.wait_for(
                         lambda: runs.exists() and runs.read_text().split() == ["1", "2", "3"],
                         30,
                         lambda: (
@@ -104,7 +54,7 @@ async def test_attempt_2_resumes_from_the_tape_after_a_worker_sigkill(
                             f" {[r.json for r in model.requests]}"
                         ),
                     )
-                    assert _call_numbers(model) == {0: 1, 1: 1, 2: 1}
+                    assert tk.call_numbers(model.requests) == {0: 1, 1: 1, 2: 1}
                     first.kill()  # SIGKILL mid-child
                     release.touch()
                     second = tk.WorkerProcess(args, "tape-b")
@@ -112,7 +62,7 @@ async def test_attempt_2_resumes_from_the_tape_after_a_worker_sigkill(
             assert result.stop_reason == "completed", result
             assert result.output == "all three ran"
             # attempt 2: no completed model call repeated, only the last one is new
-            assert _call_numbers(model) == {0: 1, 1: 1, 2: 1, 3: 1}
+            assert tk.call_numbers(model.requests) == {0: 1, 1: 1, 2: 1, 3: 1}
             # the two completed tool runs were not run again; the one in flight was
             assert runs.read_text().split() == ["1", "2", "3", "3"]
             (tape_dir,) = list(tapes.iterdir())

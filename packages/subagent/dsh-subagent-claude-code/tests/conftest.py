@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from dsh.core import Agent, Context, parse_preset
-from dsh.subagent import SubagentRuntime
+from dsh.core import AbortSignal, Agent, Context, parse_preset
+from dsh.subagent import SubagentProgress, SubagentResult, SubagentRuntime, SubagentStartRequest
 from dsh.subagent_claude_code import ClaudeCodeConfig, ClaudeCodeProvider
 from dsh.subagent_claude_code._command import bundled_cli
+from dsh.testing.fixtures import progress_and_result
 from dsh.testing.model_servers import AnthropicMessagesServer, claude_code_env
 from dsh.testing.pytest_plugin import TapeFactory
 
@@ -67,6 +68,14 @@ class Setup:
     @property
     def runtime(self) -> SubagentRuntime:
         return SubagentRuntime.of(self.ctx)
+
+    async def delegate_watching(self, prompt: str) -> tuple[SubagentResult, list[SubagentProgress]]:
+        """Delegate ``prompt`` and read ``run.progress()`` until it ends (at settlement)."""
+        run = await self.runtime.start(
+            self.provider.name, SubagentStartRequest(prompt, self.parent, AbortSignal())
+        )
+        items, result = await progress_and_result(run)
+        return result, items
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ from pydantic import ValidationError
 from dsh.core import AbortSignal, Context, parse_preset
 from dsh.subagent import (
     SubagentError,
-    SubagentProgress,
     SubagentResult,
     SubagentRun,
     SubagentRuntime,
@@ -160,30 +159,7 @@ async def test_tool_round_trip_in_the_parents_cwd_with_a_scrubbed_env(
     assert "s3cr3t-value" not in output  # ours does not
 
 
-# -- progress --------------------------------------------------------------------------
-
-
-async def delegate_watching(setup: Setup, prompt: str) -> tuple[SubagentResult, list[Any]]:
-    """Delegate ``prompt`` and read ``run.progress()`` until it ends (at settlement)."""
-    run = await setup.runtime.start(
-        setup.provider.name, SubagentStartRequest(prompt, setup.parent, AbortSignal())
-    )
-    items: list[SubagentProgress] = []
-    async with run:
-        with anyio.fail_after(60):
-            async for item in run.progress():
-                items.append(item)
-            assert run.settled  # the iteration ended because the run settled
-            return await run.result, items
-
-
-def kinds(items: list[SubagentProgress]) -> list[str]:
-    """The item kinds in order, runs of the same kind collapsed."""
-    out: list[str] = []
-    for item in items:
-        if not out or out[-1] != item.kind:
-            out.append(item.kind)
-    return out
+# -- permissions -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("config_fields", [{"permission_mode": "default"}])

@@ -26,17 +26,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import pytest
 
-from dsh.core import AbortSignal
-from dsh.subagent import SubagentProgress, SubagentResult, SubagentStartRequest
 from dsh.tape import TapeProxy, read_tape
+from dsh.testing.fixtures import progress_kinds
 from dsh.testing.model_servers import AnthropicMessagesServer, MessagesReply, ToolUse
 from dsh.testing.model_servers.anthropic_messages import reply_with_tool_result
 
 if TYPE_CHECKING:
-    from conftest import ClaudeCodeTapes, Setup
+    from conftest import ClaudeCodeTapes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -65,29 +63,6 @@ def deny_script(server: AnthropicMessagesServer) -> None:
         MessagesReply(tool_uses=[ToolUse("Bash", {"command": "touch denied.txt"})]),
         reply_with_tool_result("Could not: {output}"),
     )
-
-
-async def delegate_watching(setup: Setup, prompt: str) -> tuple[SubagentResult, list[Any]]:
-    """Delegate ``prompt`` and read ``run.progress()`` until it ends (at settlement)."""
-    run = await setup.runtime.start(
-        setup.provider.name, SubagentStartRequest(prompt, setup.parent, AbortSignal())
-    )
-    items: list[SubagentProgress] = []
-    async with run:
-        with anyio.fail_after(60):
-            async for item in run.progress():
-                items.append(item)
-            assert run.settled  # the iteration ended because the run settled
-            return await run.result, items
-
-
-def kinds(items: list[SubagentProgress]) -> list[str]:
-    """The item kinds in order, runs of the same kind collapsed."""
-    out: list[str] = []
-    for item in items:
-        if not out or out[-1] != item.kind:
-            out.append(item.kind)
-    return out
 
 
 def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -120,10 +95,10 @@ async def test_progress_shows_text_the_tool_call_its_result_and_usage_in_order(
     """A tool call and a streamed answer: the CLI runs ``echo $((6 * 7))`` with Bash
     and sends the output back; progress shows it all in order."""
     async with cc_tape("cc-watch", watch_script, allowed_tools=["Bash"]) as setup:
-        result, items = await delegate_watching(setup, WATCH)
+        result, items = await setup.delegate_watching(WATCH)
     assert result.stop_reason == "completed", result
     assert result.output == "It is 42."
-    assert kinds(items) == ["text", "tool_call", "usage", "tool_update", "text", "usage"]
+    assert progress_kinds(items) == ["text", "tool_call", "usage", "tool_update", "text", "usage"]
     assert all(item.path == () for item in items)
     text = "".join(item.text or "" for item in items if item.kind == "text")
     assert text == "Let me count.It is 42."  # streamed in deltas
@@ -155,7 +130,7 @@ async def test_write_under_dont_ask_is_denied_reported_to_the_model_and_answered
     cc_tape: ClaudeCodeTapes,
 ) -> None:
     async with cc_tape("cc-deny", deny_script) as setup:
-        result, items = await delegate_watching(setup, DENY)
+        result, items = await setup.delegate_watching(DENY)
         workdir: Path = setup.workdir
     assert result.stop_reason == "completed", result
     assert result.output.startswith("Could not: Permission to use Bash has been denied")
@@ -185,7 +160,7 @@ async def test_a_changed_prompt_is_reported_as_a_divergence(
         for variable, value in proxy.env().items():
             monkeypatch.setenv(variable, value)
         async with cc_tape.offline(allowed_tools=["Bash"]) as setup:
-            result, _ = await delegate_watching(setup, prompt)
+            result, _ = await setup.delegate_watching(prompt)
     assert result.stop_reason == "error", result
     assert result.diagnostic is not None
     assert result.diagnostic.startswith("claude-code: model API error (HTTP 409)")

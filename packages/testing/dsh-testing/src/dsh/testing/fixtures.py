@@ -12,7 +12,7 @@
   :func:`in_process_conformance`, :func:`prompt_behaviour_conformance` and
   :func:`in_process_faults` (in-process providers), :func:`fault_sleep_installer`,
   :data:`FAST_GRACES`, :func:`until_asked`, :func:`child_process_case`.
-* Progress: :func:`progress_and_result` (a run's, to its end),
+* Progress: :func:`progress_and_result` (a run's, to its end), :func:`progress_kinds`,
   :func:`assert_one_grandchild` (a delegation one level further down).
 * Turns: :data:`ONE_TOOL_CALL_TURN`, :func:`call_then_echo`, :func:`tool_results`,
   :func:`result_text`, :func:`last_user_kind`.
@@ -42,7 +42,11 @@ from dsh.testing._fixtures._presets import (
     plugin_rows,
     toml_value,
 )
-from dsh.testing._fixtures._progress import assert_one_grandchild, progress_and_result
+from dsh.testing._fixtures._progress import (
+    assert_one_grandchild,
+    progress_and_result,
+    progress_kinds,
+)
 from dsh.testing._fixtures._rig import ProviderRig, scripted_context
 from dsh.testing._fixtures._serving import ServingProcess, start_serving
 from dsh.testing._fixtures._turns import (
@@ -80,6 +84,7 @@ __all__ = [
     "last_user_kind",
     "plugin_rows",
     "progress_and_result",
+    "progress_kinds",
     "prompt_behaviour_conformance",
     "result_text",
     "scripted_context",

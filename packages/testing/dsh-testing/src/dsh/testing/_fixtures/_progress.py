@@ -8,21 +8,32 @@ import anyio
 
 from dsh.subagent import SubagentProgress, SubagentResult, SubagentRun
 
-__all__ = ["assert_one_grandchild", "progress_and_result"]
+__all__ = ["assert_one_grandchild", "progress_and_result", "progress_kinds"]
 
 
 async def progress_and_result(
     run: SubagentRun, *, within: float = 60.0
 ) -> tuple[list[SubagentProgress], SubagentResult]:
     """Every progress item of ``run`` (until it settles, within ``within`` seconds) and
-    its result; the run is disposed of on the way out."""
+    its result; the run is disposed of on the way out. Asserts that the items ended
+    because the run settled."""
     items: list[SubagentProgress] = []
     async with run:
         with anyio.fail_after(within):
             async for item in run.progress():
                 items.append(item)
+        assert run.settled  # the iteration ended because the run settled
         result = await run.result
     return items, result
+
+
+def progress_kinds(items: Sequence[SubagentProgress]) -> list[str]:
+    """The kinds of ``items`` in order, runs of the same kind collapsed."""
+    kinds: list[str] = []
+    for item in items:
+        if not kinds or kinds[-1] != item.kind:
+            kinds.append(item.kind)
+    return kinds
 
 
 def assert_one_grandchild(

@@ -372,9 +372,8 @@ class _ChildHandle(RunHandle):
         elif kind == "turn/end" and not self._settled:
             self.settle(self._outcome(event))
             self._stop_watching()  # settled: nothing more to watch
-            if meter is not None and self.meters is not None and self.child is not None:
-                self.meters.close(self.child.id, meter)  # (closed once: not again at dispose)
-                self.meter = self.meters = None
+            if meter is not None:
+                self._close_meter()
         elif meter is not None and kind in _TOOL_STEPS:  # (before the next tool or model call)
             meter.checkpoint()
 

@@ -415,18 +415,7 @@ class TurnLoop:
                 results = [await self._run_tool(calls[0], signal)]
             else:
                 results = await self._run_tools(calls, signal)
-            for call, result in zip(calls, results, strict=True):
-                data: dict[str, Any] = {
-                    "call_id": call.id,
-                    "name": call.name,
-                    "content": result.blocks(),
-                    "is_error": result.is_error,
-                }
-                if result.data is not None:
-                    data["data"] = result.data
-                self._append("tool/result", data)
-            if self._blocked is not None:
-                raise TurnBlocked(self._blocked)
+            self._record_results(calls, results)
 
     async def _continue_cut_off(self, signal: AbortSignal) -> StopReason:
         """The rest of a cut-off turn (see :mod:`dsh.core._cut_off`): its tool calls
@@ -437,20 +426,23 @@ class TurnLoop:
         if ended is not None:
             return ended
         if pending:
-            results = await self._run_tools(pending, signal)
-            for call, result in zip(pending, results, strict=True):
-                data: dict[str, Any] = {
-                    "call_id": call.id,
-                    "name": call.name,
-                    "content": result.blocks(),
-                    "is_error": result.is_error,
-                }
-                if result.data is not None:
-                    data["data"] = result.data
-                self._append("tool/result", data)
-            if self._blocked is not None:
-                raise TurnBlocked(self._blocked)
+            self._record_results(pending, await self._run_tools(pending, signal))
         return await self._steps(signal, steps)
+
+    def _record_results(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
+        """Append a step's ``tool/result`` events; a tool that blocked the turn ends it."""
+        for call, result in zip(calls, results, strict=True):
+            data: dict[str, Any] = {
+                "call_id": call.id,
+                "name": call.name,
+                "content": result.blocks(),
+                "is_error": result.is_error,
+            }
+            if result.data is not None:
+                data["data"] = result.data
+            self._append("tool/result", data)
+        if self._blocked is not None:
+            raise TurnBlocked(self._blocked)
 
     async def _run_tools(self, calls: list[ToolCall], signal: AbortSignal) -> list[ToolResult]:
         """Several calls of one step: each run of concurrency-safe tools together."""

@@ -19,9 +19,9 @@ import statistics
 import sys
 
 from _bench import measure_async, write_json
-from bench_delegation import Args, parent_model
+from bench_delegation import measured_parents
 
-from dsh.core import Context, Tool, ToolContext, parse_preset
+from dsh.core import Context, parse_preset
 
 _ROW = """
 [[plugin]]
@@ -44,21 +44,12 @@ PRESET = parse_preset(
 async def measure(iterations: int, rounds: int) -> dict[str, list[float]]:
     """Per round: the three turns' medians in seconds (``plain``, ``budgeted``, ``constant``)."""
     async with Context.open(PRESET) as ctx:
-
-        async def constant(args: Args, tctx: ToolContext) -> str:
-            return "child answer"
-
-        ctx.tools.register(Tool.from_model("constant", "constant", Args, constant))
+        parents = await measured_parents(ctx, "subagent", "subagent_budgeted", "constant")
         agents = {
-            "plain": ctx.agents.create(model=parent_model("subagent"), persist=False),
-            "budgeted": ctx.agents.create(model=parent_model("subagent_budgeted"), persist=False),
-            "constant": ctx.agents.create(model=parent_model("constant"), persist=False),
+            "plain": parents["subagent"],
+            "budgeted": parents["subagent_budgeted"],
+            "constant": parents["constant"],
         }
-        for agent in agents.values():  # a benchmark of a failing call proves nothing
-            await agent.run("go")
-            (result,) = [e.data for e in agent.session.events if e.type == "tool/result"]
-            if result["is_error"] or result["content"][0]["text"] != "child answer":
-                raise SystemExit(f"the measured tool call does not work: {result}")
         medians: dict[str, list[float]] = {name: [] for name in agents}
         for round_ in range(rounds):
             order = list(agents.items())

@@ -21,6 +21,7 @@ from _bench import Timing, measure_async, write_json
 from pydantic import BaseModel
 
 from dsh.core import (
+    Agent,
     Context,
     ScriptedAdapter,
     ScriptedReply,
@@ -70,20 +71,29 @@ def parent_model(tool_name: str) -> BoundModel:
     )
 
 
+async def measured_parents(ctx: Context, *tool_names: str) -> dict[str, Agent]:
+    """One parent per tool name, each turn calling that tool once (``constant``: a tool
+    registered here that returns the child's answer), each run once to check that its
+    tool call answers "child answer" (a benchmark of a failing call proves nothing)."""
+
+    async def constant(args: Args, tctx: ToolContext) -> str:
+        return "child answer"
+
+    ctx.tools.register(Tool.from_model("constant", "constant", Args, constant))
+    parents: dict[str, Agent] = {}
+    for name in tool_names:
+        agent = parents[name] = ctx.agents.create(model=parent_model(name), persist=False)
+        await agent.run("go")
+        (result,) = [e.data for e in agent.session.events if e.type == "tool/result"]
+        if result["is_error"] or result["content"][0]["text"] != "child answer":
+            raise SystemExit(f"the measured tool call does not work: {result}")
+    return parents
+
+
 async def measure(sessions_dir: str | None, iterations: int) -> tuple[Timing, Timing]:
     async with Context.open(PRESET, sessions_dir=sessions_dir) as ctx:
-
-        async def constant(args: Args, tctx: ToolContext) -> str:
-            return "child answer"
-
-        ctx.tools.register(Tool.from_model("constant", "constant", Args, constant))
-        delegating = ctx.agents.create(model=parent_model("subagent"), persist=False)
-        baseline = ctx.agents.create(model=parent_model("constant"), persist=False)
-        for agent in (delegating, baseline):  # a benchmark of a failing call proves nothing
-            await agent.run("go")
-            (result,) = [e.data for e in agent.session.events if e.type == "tool/result"]
-            if result["is_error"] or result["content"][0]["text"] != "child answer":
-                raise SystemExit(f"the measured tool call does not work: {result}")
+        parents = await measured_parents(ctx, "subagent", "constant")
+        delegating, baseline = parents["subagent"], parents["constant"]
         with_child: list[float] = []
         without: list[float] = []
         for _ in range(10):  # interleave so drift hits both

@@ -24,22 +24,17 @@ import time
 from collections.abc import AsyncIterator
 
 from _bench import Timing, measure_async, write_json
-from bench_delegation import PRESET, Args, parent_model
+from bench_delegation import PRESET, measured_parents
 
-from dsh.core import AbortSignal, BusEvent, Context, Tool, ToolContext
+from dsh.core import AbortSignal, BusEvent, Context
 from dsh.subagent import SubagentProgress, SubagentStartRequest
 
 
 async def overheads(iterations: int) -> dict[str, Timing]:
     timings: dict[str, list[float]] = {k: [] for k in ("constant", "none", "reader")}
     async with Context.open(PRESET) as ctx:
-
-        async def constant(args: Args, tctx: ToolContext) -> str:
-            return "child answer"
-
-        ctx.tools.register(Tool.from_model("constant", "constant", Args, constant))
-        delegating = ctx.agents.create(model=parent_model("subagent"), persist=False)
-        baseline = ctx.agents.create(model=parent_model("constant"), persist=False)
+        parents = await measured_parents(ctx, "subagent", "constant")
+        delegating, baseline = parents["subagent"], parents["constant"]
         seen = [0]
 
         def read(event: BusEvent) -> None:

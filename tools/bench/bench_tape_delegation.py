@@ -28,9 +28,9 @@ import sys
 import tempfile
 
 from _bench import measure_async, write_json
-from bench_delegation import PRESET, Args, parent_model
+from bench_delegation import PRESET, measured_parents
 
-from dsh.core import Context, Tool, ToolContext
+from dsh.core import Context
 from dsh.tape import read_tape
 
 KINDS = ("delegation", "constant")
@@ -43,20 +43,8 @@ async def worker(variant: str, iterations: int) -> dict[str, float]:
         async with Context.open(
             PRESET, sessions_dir=os.path.join(tmp, "sessions"), record=record
         ) as ctx:
-
-            async def constant(args: Args, tctx: ToolContext) -> str:
-                return "child answer"
-
-            ctx.tools.register(Tool.from_model("constant", "constant", Args, constant))
-            agents = {
-                "delegation": ctx.agents.create(model=parent_model("subagent"), persist=False),
-                "constant": ctx.agents.create(model=parent_model("constant"), persist=False),
-            }
-            for agent in agents.values():  # a benchmark of a failing call proves nothing
-                await agent.run("go")
-                (result,) = [e.data for e in agent.session.events if e.type == "tool/result"]
-                if result["is_error"] or result["content"][0]["text"] != "child answer":
-                    raise SystemExit(f"the measured tool call does not work: {result}")
+            parents = await measured_parents(ctx, "subagent", "constant")
+            agents = {"delegation": parents["subagent"], "constant": parents["constant"]}
             medians: dict[str, list[float]] = {kind: [] for kind in KINDS}
             for _ in range(5):  # interleave the two kinds so drift hits both
                 for kind, agent in agents.items():

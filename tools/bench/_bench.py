@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Timing", "measure_async", "report_ratio", "write_json"]
+__all__ = ["Timing", "measure_async", "measure_interleaved", "report_ratio", "write_json"]
 
 
 class Timing:
@@ -62,6 +62,34 @@ async def measure_async(
     finally:
         gc.enable()
     return Timing(name, samples)
+
+
+async def measure_interleaved(
+    fns: dict[str, Callable[[], Awaitable[object]]], *, iterations: int, warmup: int = 50
+) -> dict[str, Timing]:
+    """Time each of ``fns`` ``iterations`` times, one call of each in turn (the order
+    rotating each pass), after ``warmup`` passes (GC off while timing). A slower
+    moment of the machine then lands on every variant alike instead of on whichever
+    block of calls it fell in: use this for ratios of a few percent."""
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            await fns[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    calls = [(samples[name], fns[name]) for name in names]
+    gc.collect()
+    gc.disable()
+    try:
+        clock = time.perf_counter
+        for i in range(iterations):
+            shift = i % len(calls)
+            for out, fn in calls[shift:] + calls[:shift]:
+                started = clock()
+                await fn()
+                out.append(clock() - started)
+    finally:
+        gc.enable()
+    return {name: Timing(name, samples[name]) for name in names}
 
 
 def report_ratio(label: str, value: float, baseline: float) -> str:

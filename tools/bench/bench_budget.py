@@ -1,7 +1,8 @@
 """What a budget costs a delegation (issue 25): the same spawn delegation with and
 without a budget, in the same run.
 
-Three parent turns, interleaved so that drift hits all alike: one calls the
+Three parent turns, interleaved turn by turn (the order rotating) so that drift
+hits all alike: one calls the
 ``subagent`` tool (no budget), one calls ``subagent_budgeted`` (the same provider,
 with a tool-row budget on every child: tokens, seconds, children and turns, none of
 them reached), one calls a tool that returns a constant. Overhead per delegation =
@@ -18,7 +19,7 @@ import asyncio
 import statistics
 import sys
 
-from _bench import measure_async, write_json
+from _bench import measure_interleaved, write_json
 from bench_delegation import measured_parents
 
 from dsh.core import Context, parse_preset
@@ -51,13 +52,10 @@ async def measure(iterations: int, rounds: int) -> dict[str, list[float]]:
             "constant": parents["constant"],
         }
         medians: dict[str, list[float]] = {name: [] for name in agents}
-        for round_ in range(rounds):
-            order = list(agents.items())
-            order = order[round_ % 3 :] + order[: round_ % 3]  # rotate who goes first
-            for name, agent in order:
-                timing = await measure_async(
-                    name, lambda agent=agent: agent.run("go"), iterations=iterations, warmup=50
-                )
+        fns = {name: (lambda agent=agent: agent.run("go")) for name, agent in agents.items()}
+        for _ in range(rounds):
+            timings = await measure_interleaved(fns, iterations=iterations)
+            for name, timing in timings.items():
                 medians[name].append(timing.median)
         return medians
 

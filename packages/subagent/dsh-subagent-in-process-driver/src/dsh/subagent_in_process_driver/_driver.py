@@ -120,6 +120,7 @@ class InProcessProvider:
         handle = _ChildHandle(
             self.name, request, child, capture, _descriptor(self, request, child, parent)
         )
+        cancel = child.cancel
         budget = request.budget
         if budget is not None:
             refusal = usd_refusal(child, budget) if budget.usd is not None else None
@@ -130,13 +131,10 @@ class InProcessProvider:
             if meters is None or meters[0] is not child.ctx:
                 meters = self._meters = (child.ctx, SubagentRuntime.of(child.ctx).meters)
             handle.meters = registry = meters[1]
-            handle.meter = registry.open(child, budget, child.cancel)
-            if handle.descriptor is not None:
-                shown = self._budget_shown
-                if shown is None or shown[0] is not budget:  # (a tool row's budget: the same)
-                    shown = self._budget_shown = (budget, budget.to_json())
-                handle.descriptor["budget"] = dict(shown[1])
-        handle.unlink = request.signal.on_abort(child.cancel)
+            by_agent = registry.by_agent  # (BudgetMeters.open, inlined: this is the hot path)
+            meter = BudgetMeter(budget, by_agent.get(parent.id), cancel, registry.deadlines)
+            handle.meter = by_agent[child.id] = meter
+        handle.unlink = request.signal.on_abort(cancel)
         handle.watch()
         # The turn starts at the loop's next iteration, or when the result is first
         # awaited (start_now): after the caller had the run (progress from its first
@@ -274,6 +272,12 @@ def _descriptor(
 ) -> dict[str, Any]:
     meta = child.session.header.meta
     flt = request.tool_filter
+    budget = request.budget
+    shown = None
+    if budget is not None:  # (its JSON built once per budget: a tool row's is the same)
+        shown = provider._budget_shown
+        if shown is None or shown[0] is not budget:
+            shown = provider._budget_shown = (budget, budget.to_json())
     return {
         "run_id": child.id,
         "provider": provider.name,
@@ -287,6 +291,7 @@ def _descriptor(
         if flt is None
         else {"allow": list(flt.allow) if flt.allow is not None else None, "deny": list(flt.deny)},
         "output_schema": request.output_schema is not None,
+        "budget": None if shown is None else dict(shown[1]),
     }
 
 
@@ -350,16 +355,17 @@ class _ChildHandle(RunHandle):
         if kind == "assistant/message":
             data = event.data
             usage = data.get("usage")
-            if meter is not None:
-                meter.charge_call(usage)
             content = data.get("content")
             if content:
                 text = text_of(content)
                 if text:
                     self.output = text
+            call = None
             if usage:
                 call = SubagentUsage.from_json(usage)
                 self.usage = call if self.usage is None else self.usage + call
+            if meter is not None:
+                meter.charge_usage(call)
         elif kind == "turn/start":
             if self.turn_start < 0:  # (the first: nothing spent yet, the start checked room)
                 self.turn_start = event.seq
@@ -372,8 +378,11 @@ class _ChildHandle(RunHandle):
         elif kind == "turn/end" and not self._settled:
             self.settle(self._outcome(event))
             self._stop_watching()  # settled: nothing more to watch
-            if meter is not None:
-                self._close_meter()
+            if meter is not None:  # (_close_meter, inlined)
+                meters = self.meters
+                self.meter = self.meters = None
+                if meters is not None and self.child is not None:
+                    meters.close(self.child.id, meter)
         elif meter is not None and kind in _TOOL_STEPS:  # (before the next tool or model call)
             meter.checkpoint()
 

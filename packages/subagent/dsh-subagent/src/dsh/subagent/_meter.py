@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dsh.subagent._errors import CapacityExceeded, UnsupportedCapability
+from dsh.subagent._progress import SubagentUsage
 from dsh.subagent._types import Budget
 
 if TYPE_CHECKING:
     from dsh.core import Agent, Context
     from dsh.core.sessions import Event
-    from dsh.subagent._progress import SubagentUsage
     from dsh.subagent._provider import SubagentProvider
     from dsh.subagent._types import SubagentStartRequest
 
@@ -91,7 +91,10 @@ class BudgetMeter:
         :class:`Deadlines` watches it."""
         if budget.seconds is not None:
             if deadlines is not None:  # (one timer for all the runtime's meters)
-                deadlines.add(self, self.started + budget.seconds)
+                deadline = self.deadline = self.started + budget.seconds
+                deadlines._watched.add(self)  # (Deadlines.add, inlined: once per run)
+                if deadline < deadlines._at:
+                    deadlines._schedule(deadline)
             else:
                 loop = asyncio.get_running_loop()
                 self._timer = loop.call_later(budget.seconds, self._time_up)
@@ -122,28 +125,38 @@ class BudgetMeter:
         self.check()
 
     def charge_call(self, usage: Mapping[str, Any] | None) -> None:
-        """Count one model call and its usage here and in every meter above. Under a
-        ``usd`` cap a call with tokens but no cost (or no usage at all) stops the run
-        (stop reason ``error``): the cap could not be enforced."""
-        tokens = 0
-        cost: float | None = None
-        if usage:
-            tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
-            raw = usage.get("cost_usd")
-            if raw is not None and isinstance(raw, int | float) and not isinstance(raw, bool):
-                cost = float(raw)
-        meter: BudgetMeter | None = self
-        while meter is not None:
-            meter.tokens += tokens
-            meter.turns += 1
+        """Count one model call and its usage (an ``assistant/message``'s ``usage``)
+        here and in every meter above: :meth:`charge_usage` of the parsed usage."""
+        self.charge_usage(SubagentUsage.from_json(usage) if usage else None)
+
+    def charge_usage(self, call: SubagentUsage | None) -> None:
+        """Count one model call and its parsed usage (None: the call reported none)
+        here and in every meter above. Under a ``usd`` cap a call with tokens but no
+        cost (or no usage at all) stops the run (stop reason ``error``): the cap could
+        not be enforced."""
+        if call is None:
+            tokens = 0
+            cost = None
+        else:
+            tokens = call.input_tokens + call.output_tokens
+            cost = call.cost_usd
+        if self.parent is None:  # (the common case: one meter, no loop)
+            self.tokens += tokens
+            self.turns += 1
             if cost is not None:
-                meter.usd += cost
-            meter = meter.parent
-        capped = self._usd_cap if cost is None and (tokens or not usage) else None
-        if capped is not None:
+                self.usd += cost
+        else:
+            meter: BudgetMeter | None = self
+            while meter is not None:
+                meter.tokens += tokens
+                meter.turns += 1
+                if cost is not None:
+                    meter.usd += cost
+                meter = meter.parent
+        if cost is None and self._usd_cap is not None and (tokens or call is None):
             self.trip(
                 "error",
-                f"usd budget ${capped:.2f} cannot be enforced: the model reported no"
+                f"usd budget ${self._usd_cap:.2f} cannot be enforced: the model reported no"
                 " cost (cost_usd) for a call; use a model whose adapter prices its calls, or"
                 " remove the usd cap",
             )
@@ -383,12 +396,13 @@ class Deadlines:
 class BudgetMeters:
     """The meters of live budgeted runs and budgeted root agents, by agent id."""
 
-    __slots__ = ("_deadlines", "by_agent", "context")
+    __slots__ = ("by_agent", "context", "deadlines")
 
     def __init__(self) -> None:
         self.by_agent: dict[str, BudgetMeter] = {}
         """The meters by agent id (empty: no budget anywhere; starts then skip budgets)."""
-        self._deadlines = Deadlines()
+        self.deadlines = Deadlines()
+        """The one timer of every meter's time cap."""
         self.context: BudgetMeter | None = None
         """The meter of the context's budget (``Context.open(budget=...)``; None: none)."""
 
@@ -402,12 +416,12 @@ class BudgetMeters:
                 if agent.parent_id is None:
                     agent.cancel(diagnostic)
 
-        context = self.context = BudgetMeter(budget, None, stop, self._deadlines)
+        context = self.context = BudgetMeter(budget, None, stop, self.deadlines)
 
         def created(agent: Agent) -> None:
             if agent.parent_id is not None or agent.id in self.by_agent:
                 return
-            meter = BudgetMeter(Budget(), context, agent.cancel, self._deadlines)
+            meter = BudgetMeter(Budget(), context, agent.cancel, self.deadlines)
             self.by_agent[agent.id] = meter
             unobserve = agent.observe(meter.observe, deltas=False)
 
@@ -457,7 +471,7 @@ class BudgetMeters:
         """A meter for ``agent`` (below its parent's meter, if any, or ``above``)."""
         parent_id = agent.parent_id
         parent = self.by_agent.get(parent_id) if parent_id is not None else above
-        meter = BudgetMeter(budget, parent, stop, self._deadlines)
+        meter = BudgetMeter(budget, parent, stop, self.deadlines)
         self.by_agent[agent.id] = meter
         return meter
 
@@ -465,21 +479,22 @@ class BudgetMeters:
         """A meter for a run in another process started by agent ``parent_id`` (below
         that agent's meter, if any); not kept by agent id (the run has no agent here).
         Close it with :meth:`close_remote`."""
-        return BudgetMeter(budget, self.by_agent.get(parent_id), stop, self._deadlines)
+        return BudgetMeter(budget, self.by_agent.get(parent_id), stop, self.deadlines)
 
     def close_remote(self, meter: BudgetMeter) -> None:
         """The remote run settled: no timer, no stop."""
         meter.release()
         if meter.deadline is not None:
-            self._deadlines.discard(meter)
+            self.deadlines.discard(meter)
 
     def close(self, agent_id: str, meter: BudgetMeter) -> None:
         """Forget ``agent_id``'s meter (its run settled); stops its time cap."""
         meter._stop = _no_stop  # (release(), inlined: this runs once per budgeted run)
         if meter._timer is not None:
             meter.cancel_timer()
-        if meter.deadline is not None:
-            self._deadlines.discard(meter)
+        if meter.deadline is not None:  # (Deadlines.discard, inlined)
+            meter.deadline = None
+            self.deadlines._watched.discard(meter)
         by_agent = self.by_agent
-        if agent_id in by_agent and by_agent[agent_id] is meter:
+        if by_agent.get(agent_id) is meter:
             del by_agent[agent_id]

@@ -11,7 +11,11 @@ the tool row's budget). Delegation overhead = plain - constant; a budget's cost 
 budgeted - plain. Repeated runs agree within about 1,000 instructions (addresses still
 vary: id-keyed caches, garbage collection order).
 
-    uv run python tools/bench/bench_instructions.py [--turns N] [VARIANT ...]
+    uv run python tools/bench/bench_instructions.py [--turns N] [--against DIR] [VARIANT ...]
+
+Garbage collection is off while the counted turns run, as in the timing benchmarks.
+With ``--against DIR`` another checkout (its own ``.venv``, as ``against_commit.py``
+builds under ``.bench/``) is counted the same way and the ratios printed (issue 23).
 
 Needs valgrind (``apt-get install valgrind``); about 30 s per variant.
 """
@@ -26,32 +30,47 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 VARIANTS = ("constant", "plain", "budgeted")
+_HERE_TREE = Path(__file__).resolve().parents[2]
 _WARMUP = 200
 
 
-async def _turns(variant: str, turns: int) -> None:
-    from bench_budget import PRESET
-    from bench_delegation import measured_parents
+async def _turns(bench_dir: str, variant: str, turns: int) -> None:
+    sys.path.insert(0, bench_dir)
+    import bench_delegation  # type: ignore[import-not-found]
 
-    from dsh.core import Context
+    from dsh.core import Context, Tool, ToolContext
+
+    if variant == "budgeted":
+        from bench_budget import PRESET  # type: ignore[import-not-found]
+    else:  # (what bench_delegation offers in every tree, 1b60656 on)
+        PRESET = bench_delegation.PRESET
+
+    async def constant(args: object, tctx: ToolContext) -> str:
+        return "child answer"
 
     tool = {"plain": "subagent", "budgeted": "subagent_budgeted"}.get(variant, variant)
     async with Context.open(PRESET) as ctx:
-        parent = (await measured_parents(ctx, tool))[tool]
+        ctx.tools.register(Tool.from_model("constant", "constant", bench_delegation.Args, constant))
+        model = bench_delegation.parent_model(tool)
+        parent = ctx.agents.create(model=model, persist=False)
         for _ in range(_WARMUP):
             await parent.run("go")
         gc.collect()
+        gc.disable()  # (as the timing benchmarks do while they time)
         for _ in range(turns):
             await parent.run("go")
 
 
-def _count(variant: str, turns: int) -> int:
+def _count(tree: Path, variant: str, turns: int) -> int:
     env = dict(os.environ, PYTHONHASHSEED="0")
-    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable]
+    python = str(tree / ".venv" / "bin" / "python") if tree != _HERE_TREE else sys.executable
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", python, __file__]
     done = subprocess.run(
-        [*argv, __file__, "--child", variant, str(turns)],
+        [*argv, "--child", str(tree / "tools" / "bench"), variant, str(turns)],
+        cwd=tree,
         env=env,
         capture_output=True,
         text=True,
@@ -63,9 +82,31 @@ def _count(variant: str, turns: int) -> int:
     return int(found.group(1))
 
 
+def _per_turn(tree: Path, variants: list[str], turns: int) -> dict[str, int]:
+    per_turn: dict[str, int] = {}
+    for variant in variants:
+        low, high = _count(tree, variant, 100), _count(tree, variant, 100 + turns)
+        per_turn[variant] = (high - low) // turns
+        print(f"{variant:<9} {per_turn[variant]:>9,} instructions per parent turn", flush=True)
+    if "plain" in per_turn and "constant" in per_turn:
+        overhead = per_turn["plain"] - per_turn["constant"]
+        print(f"delegation overhead: {overhead:,} instructions")
+        if "budgeted" in per_turn:
+            cost = per_turn["budgeted"] - per_turn["plain"]
+            print(f"a budget's cost: {cost:,} instructions ({1 + cost / overhead:.3f}x)")
+    return per_turn
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=400, help="turns counted (default 400)")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="DIR",
+        help="also count another checkout with its own .venv (e.g. .bench/commit-1b6065697aa5"
+        " from against_commit.py): constant and plain only",
+    )
     parser.add_argument("variants", nargs="*", metavar="VARIANT", help=", ".join(VARIANTS))
     args = parser.parse_args()
     unknown = sorted(set(args.variants) - set(VARIANTS))
@@ -74,22 +115,24 @@ def main() -> int:
     args.variants = args.variants or list(VARIANTS)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: apt-get install valgrind")
-    per_turn: dict[str, int] = {}
-    for variant in args.variants:
-        low, high = _count(variant, 100), _count(variant, 100 + args.turns)
-        per_turn[variant] = (high - low) // args.turns
-        print(f"{variant:<9} {per_turn[variant]:>9,} instructions per parent turn", flush=True)
-    if "plain" in per_turn and "constant" in per_turn:
-        overhead = per_turn["plain"] - per_turn["constant"]
-        print(f"delegation overhead: {overhead:,} instructions")
-        if "budgeted" in per_turn:
-            cost = per_turn["budgeted"] - per_turn["plain"]
-            print(f"a budget's cost: {cost:,} instructions ({1 + cost / overhead:.3f}x)")
+    print(f"this tree ({_HERE_TREE}):")
+    this = _per_turn(_HERE_TREE, args.variants, args.turns)
+    if args.against is not None:
+        other_variants = [v for v in args.variants if v != "budgeted"]
+        print(f"\n{args.against}:")
+        other = _per_turn(args.against.resolve(), other_variants, args.turns)
+        if {"plain", "constant"} <= set(this) & set(other):
+            mine = this["plain"] - this["constant"]
+            theirs = other["plain"] - other["constant"]
+            print(
+                f"\nthis tree / {args.against.name}: delegation overhead {mine / theirs:.3f}x,"
+                f" parent-only turn {this['constant'] / other['constant']:.3f}x"
+            )
     return 0
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        asyncio.run(_turns(sys.argv[2], int(sys.argv[3])))
+        asyncio.run(_turns(sys.argv[2], sys.argv[3], int(sys.argv[4])))
         sys.exit(0)
     sys.exit(main())

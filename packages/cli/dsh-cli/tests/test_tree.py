@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from dsh.cli._live_view import LiveView
-from dsh.cli._tree import DelegationTree, describe_call, format_usage
+from dsh.cli._tree import DelegationTree, Node, describe_call, format_budget, format_usage
 from dsh.subagent import SubagentProgress, SubagentUsage
 
 pytestmark = pytest.mark.timeout(90)
@@ -218,3 +218,11 @@ def test_dsh_run_shows_a_grandchild_in_another_process(tmp_path: Path) -> None:
     assert '  + [spawn] "inner" started' in plain.stderr
     assert "in another process" in plain.stderr
     assert '  - [spawn] "inner" completed' in plain.stderr
+
+
+def test_a_budget_shows_a_time_remainder_to_a_tenth_of_a_second() -> None:
+    # a child's time cap is what its parent had left at its start (29.5941 s here)
+    node = Node("r1", "spawn", "loop", 1, started=0.0, ended=0.04, state="done")
+    node.budget = {"tokens": 900, "seconds": 29.5941}
+    node.spent = {"tokens": 900, "seconds": 0.04}
+    assert format_budget(node) == "budget: 900 of 900 tokens, 0.0 of 29.6 s"

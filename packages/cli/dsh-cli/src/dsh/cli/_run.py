@@ -109,7 +109,7 @@ def budget_line(meter: BudgetMeter) -> str:
     if budget.usd is not None:
         parts.append(f"${meter.usd:.4f} of ${budget.usd:.2f}")
     if budget.seconds is not None:
-        parts.append(f"{meter.spent()['seconds']:.1f} s of {budget.seconds:g} s")
+        parts.append(f"{meter.spent()['seconds']:.1f} s of {round(budget.seconds, 1):g} s")
     if budget.children is not None:
         parts.append(f"{meter.children} of {budget.children} delegations")
     if budget.turns is not None:

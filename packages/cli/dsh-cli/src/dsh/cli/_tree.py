@@ -354,7 +354,7 @@ def format_budget(node: Node, now: float | None = None) -> str:
         if name == "usd":
             limit, shown = f"${float(cap):.2f}", None if used is None else format_cost(used)
         elif name == "seconds":
-            limit = f"{float(cap):g} s"
+            limit = f"{round(float(cap), 1):g} s"  # (a remainder: 29.5941 s shows as 29.6 s)
             shown = None if used is None else f"{float(used):.1f}"
         else:
             limit = f"{int(cap):,} {_UNITS.get(name, name)}"

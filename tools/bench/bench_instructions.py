@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 VARIANTS = ("constant", "plain", "budgeted")
@@ -37,7 +38,11 @@ _HERE_TREE = Path(__file__).resolve().parents[2]
 _WARMUP = 200
 
 
-async def _turns(bench_dir: str, variant: str, turns: int) -> None:
+async def _turns(
+    bench_dir: str, variant: str, turns: int, trace: Callable[[], None] | None = None
+) -> None:
+    """Warm up, then run ``turns`` parent turns of ``variant`` with GC off (``trace``
+    is called just before them: a tracer is installed there)."""
     sys.path.insert(0, bench_dir)
     import bench_delegation  # type: ignore[import-not-found]
 
@@ -60,6 +65,8 @@ async def _turns(bench_dir: str, variant: str, turns: int) -> None:
             await parent.run("go")
         gc.collect()
         gc.disable()  # (as the timing benchmarks do while they time)
+        if trace is not None:
+            trace()
         for _ in range(turns):
             await parent.run("go")
 

@@ -69,6 +69,16 @@ class SubagentUsage(Mapping[str, Any]):
         and ill-typed values make the usage incomplete instead of failing."""
         if not data:
             return _UNKNOWN
+        if len(data) == 2:  # the common report: input and output tokens only, no loop
+            given_in = data.get("input_tokens")
+            given_out = data.get("output_tokens")
+            if (
+                type(given_in) is int
+                and type(given_out) is int
+                and given_in >= 0
+                and given_out >= 0
+            ):
+                return cls(given_in, given_out)
         # (one pass over the mapping's own items, no look-up call per known key, and
         # positional construction: this runs once per model call of every child, on
         # the delegation hot path)
@@ -122,20 +132,20 @@ class SubagentUsage(Mapping[str, Any]):
 
     def to_json(self) -> dict[str, Any]:
         """The fields that are set, as a JSON object (the same as ``dict(usage)``)."""
-        # (the field values read directly, not by a getattr per name: a tool result
-        # copies the usage once per delegation)
-        values = (
-            self.input_tokens,
-            self.output_tokens,
-            self.cached_input_tokens,
-            self.reasoning_tokens,
-            self.cost_usd,
-            self.incomplete,
-        )
-        out: dict[str, Any] = {}
-        for name, value in zip(_USAGE_FIELDS, values, strict=True):
-            if value is not None and value is not False:  # unset, or not incomplete
-                out[name] = value
+        # (built field by field, no loop: a tool result copies the usage once per
+        # delegation; the token counts are always set, the rest only when not None)
+        out: dict[str, Any] = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+        if self.cached_input_tokens is not None:
+            out["cached_input_tokens"] = self.cached_input_tokens
+        if self.reasoning_tokens is not None:
+            out["reasoning_tokens"] = self.reasoning_tokens
+        if self.cost_usd is not None:
+            out["cost_usd"] = self.cost_usd
+        if self.incomplete:
+            out["incomplete"] = True
         return out
 
     def __getitem__(self, key: str) -> Any:

@@ -13,6 +13,7 @@ constant. Exact and repeatable (a traced turn is slow: ~100 turns take seconds),
 the tracer sees only frames started after it was installed.
 
     uv run python tools/bench/bench_bytecodes.py [--turns N] [--top K] [--against DIR]
+    uv run python tools/bench/bench_bytecodes.py --budget   # what a budget adds
 """
 
 from __future__ import annotations
@@ -64,16 +65,19 @@ def _short(filename: str) -> str:
     return re.sub(r"/_([a-z][a-z0-9_]*\.py)$", r"/\1", filename)
 
 
-def _delegation(tree: Path, turns: int, scratch: Path) -> dict[str, float]:
+def _delegation(
+    tree: Path, turns: int, scratch: Path, variants: tuple[str, str] = ("plain", "constant")
+) -> dict[str, float]:
+    """Bytecodes per turn of ``variants[0]`` minus those of ``variants[1]``, by function."""
     per: dict[str, dict[str, float]] = {}
-    for variant in ("plain", "constant"):
+    for variant in variants:
         out = scratch / f"{tree.name}.{variant}.json"
         python = str(tree / ".venv" / "bin" / "python") if tree != _HERE_TREE else sys.executable
         argv = [python, str(_ALL), "--child", str(tree / "tools" / "bench"), variant]
         subprocess.run([*argv, str(turns), str(out)], cwd=tree, check=True)
         per[variant] = json.loads(out.read_text())
-    plain, constant = per["plain"], per["constant"]
-    return {k: plain.get(k, 0.0) - constant.get(k, 0.0) for k in plain.keys() | constant.keys()}
+    more, less = per[variants[0]], per[variants[1]]
+    return {k: more.get(k, 0.0) - less.get(k, 0.0) for k in more.keys() | less.keys()}
 
 
 def _by_file(rows: dict[str, float]) -> collections.Counter[str]:
@@ -90,8 +94,22 @@ def main() -> int:
     parser.add_argument(
         "--against", type=Path, metavar="DIR", help="another checkout with its own .venv"
     )
+    parser.add_argument(
+        "--budget",
+        action="store_true",
+        help="what a tool-row budget adds to a delegation (bench_budget.py's budget)",
+    )
     args = parser.parse_args()
     import tempfile
+
+    if args.budget:
+        with tempfile.TemporaryDirectory() as scratch:
+            added = _delegation(_HERE_TREE, args.turns, Path(scratch), ("budgeted", "plain"))
+        print(f"a budget adds {sum(added.values()):,.0f} bytecodes per delegation")
+        for key, n in sorted(added.items(), key=lambda kv: -abs(kv[1]))[: args.top]:
+            if abs(n) >= 0.5:
+                print(f"{n:8.0f}  {key}")
+        return 0
 
     with tempfile.TemporaryDirectory() as scratch:
         this = _delegation(_HERE_TREE, args.turns, Path(scratch))

@@ -123,17 +123,19 @@ class InProcessProvider:
         cancel = child.cancel
         budget = request.budget
         if budget is not None:
-            refusal = usd_refusal(child, budget) if budget.usd is not None else None
-            if refusal is not None:
-                await child.aclose("start failed")
-                raise InvalidRequest(refusal)
+            if budget.usd is not None:
+                refusal = usd_refusal(child, budget)
+                if refusal is not None:
+                    await child.aclose("start failed")
+                    raise InvalidRequest(refusal)
             meters = self._meters
             if meters is None or meters[0] is not child.ctx:
                 meters = self._meters = (child.ctx, SubagentRuntime.of(child.ctx).meters)
-            handle.meters = registry = meters[1]
+            registry = handle.meters = meters[1]
             by_agent = registry.by_agent  # (BudgetMeters.open, inlined: this is the hot path)
-            meter = BudgetMeter(budget, by_agent.get(parent.id), cancel, registry.deadlines)
-            handle.meter = by_agent[child.id] = meter
+            handle.meter = by_agent[child.id] = BudgetMeter(
+                budget, by_agent.get(parent.id), cancel, registry.deadlines, True
+            )
         handle.unlink = request.signal.on_abort(cancel)
         handle.watch()
         # The turn starts at the loop's next iteration, or when the result is first

@@ -50,20 +50,20 @@ class BudgetMeter:
     ``usd`` cap on a model that reports no cost).
     """
 
-    __slots__ = (
-        "_stop",
-        "_timer",
-        "_usd_cap",
-        "budget",
-        "children",
-        "deadline",
-        "parent",
-        "started",
-        "tokens",
-        "tripped",
-        "turns",
-        "usd",
-    )
+    # The counters and the state start at these class-level values, so that a new
+    # meter stores only its own (budget, parent, start, stop): one is opened
+    # per budgeted run, on the delegation path. (No __slots__ for that reason.)
+    tokens: int = 0
+    usd: float = 0.0
+    turns: int = 0
+    children: int = 0
+    tripped: tuple[str, str] | None = None
+    deadline: float | None = None
+    """When the time cap is reached (monotonic clock), while a shared
+    :class:`Deadlines` watches it."""
+    _timer: asyncio.TimerHandle | None = None
+    _usd_cap: float | None = None
+    """The ``usd`` cap of this meter or the nearest one above (None: none)."""
 
     def __init__(
         self,
@@ -71,28 +71,24 @@ class BudgetMeter:
         parent: BudgetMeter | None,
         stop: Stop,
         deadlines: Deadlines | None = None,
+        registered: bool = False,
     ) -> None:
+        """``registered``: the caller keeps the meter in its ``deadlines``' registry
+        (:attr:`BudgetMeters.by_agent`) while it runs, where the timer finds it; else
+        ``deadlines`` watches it in a set of its own until :meth:`Deadlines.discard`."""
         self.budget = budget
         self.parent = parent
-        self.tokens = 0
-        self.usd = 0.0
-        self.turns = 0
-        self.children = 0
         self.started = time.monotonic()
-        self.tripped: tuple[str, str] | None = None
         self._stop = stop
-        self._timer: asyncio.TimerHandle | None = None
-        self._usd_cap: float | None = (
-            budget.usd if budget.usd is not None or parent is None else parent._usd_cap
-        )
-        """The ``usd`` cap of this meter or the nearest one above (None: none)."""
-        self.deadline: float | None = None
-        """When the time cap is reached (monotonic clock), while a shared
-        :class:`Deadlines` watches it."""
+        if budget.usd is not None:
+            self._usd_cap = budget.usd
+        elif parent is not None and parent._usd_cap is not None:
+            self._usd_cap = parent._usd_cap
         if budget.seconds is not None:
             if deadlines is not None:  # (one timer for all the runtime's meters)
                 deadline = self.deadline = self.started + budget.seconds
-                deadlines._watched.add(self)  # (Deadlines.add, inlined: once per run)
+                if not registered:  # (Deadlines.add, inlined: once per run)
+                    deadlines._watched.add(self)
                 if deadline < deadlines._at:
                     deadlines._schedule(deadline)
             else:
@@ -332,16 +328,19 @@ def spent_against(
 
 
 class Deadlines:
-    """One asyncio timer for the time caps of many meters: the meters being watched,
-    and a timer for the earliest deadline known. A meter that settles first just
-    leaves the set; the timer is left to fire (runs that start one after another with
-    the same cap then share one timer per period instead of one each), trips the
-    meters that are due and sets itself for the earliest deadline left. Watching and
-    dropping a meter allocate nothing; a firing looks at every meter watched."""
+    """One asyncio timer for the time caps of many meters: the meters of a registry
+    (``registered``, by agent id: the runs of this process, which leave it when they
+    settle) and a set of others being watched, and a timer for the earliest deadline
+    known. A meter that settles first just leaves; the timer is left to fire (runs that
+    start one after another with the same cap then share one timer per period instead
+    of one each), trips the meters that are due and sets itself for the earliest
+    deadline left. Watching and dropping a meter allocate nothing; a firing looks at
+    every meter of the registry and the set."""
 
-    __slots__ = ("_at", "_handle", "_watched")
+    __slots__ = ("_at", "_handle", "_registered", "_watched")
 
-    def __init__(self) -> None:
+    def __init__(self, registered: Mapping[str, BudgetMeter] | None = None) -> None:
+        self._registered: Mapping[str, BudgetMeter] = registered if registered is not None else {}
         self._watched: set[BudgetMeter] = set()
         self._handle: asyncio.TimerHandle | None = None
         self._at = math.inf
@@ -377,7 +376,7 @@ class Deadlines:
         now = time.monotonic()
         due: list[BudgetMeter] = []
         nearest = math.inf
-        for meter in self._watched:
+        for meter in (*self._registered.values(), *self._watched):
             deadline = meter.deadline
             if deadline is None:
                 continue
@@ -386,7 +385,7 @@ class Deadlines:
             elif deadline < nearest:
                 nearest = deadline
         for meter in due:
-            self.discard(meter)
+            self.discard(meter)  # (a registered one stays in its registry until it settles)
         if nearest < math.inf:
             self._schedule(nearest)
         for meter in due:
@@ -401,8 +400,9 @@ class BudgetMeters:
     def __init__(self) -> None:
         self.by_agent: dict[str, BudgetMeter] = {}
         """The meters by agent id (empty: no budget anywhere; starts then skip budgets)."""
-        self.deadlines = Deadlines()
-        """The one timer of every meter's time cap."""
+        self.deadlines = Deadlines(self.by_agent)
+        """The one timer of every meter's time cap (it finds the meters of
+        :attr:`by_agent` there: those open with ``registered=True``)."""
         self.context: BudgetMeter | None = None
         """The meter of the context's budget (``Context.open(budget=...)``; None: none)."""
 
@@ -421,7 +421,7 @@ class BudgetMeters:
         def created(agent: Agent) -> None:
             if agent.parent_id is not None or agent.id in self.by_agent:
                 return
-            meter = BudgetMeter(Budget(), context, agent.cancel, self.deadlines)
+            meter = BudgetMeter(Budget(), context, agent.cancel, self.deadlines, True)
             self.by_agent[agent.id] = meter
             unobserve = agent.observe(meter.observe, deltas=False)
 
@@ -471,7 +471,7 @@ class BudgetMeters:
         """A meter for ``agent`` (below its parent's meter, if any, or ``above``)."""
         parent_id = agent.parent_id
         parent = self.by_agent.get(parent_id) if parent_id is not None else above
-        meter = BudgetMeter(budget, parent, stop, self.deadlines)
+        meter = BudgetMeter(budget, parent, stop, self.deadlines, True)
         self.by_agent[agent.id] = meter
         return meter
 
@@ -492,9 +492,6 @@ class BudgetMeters:
         meter._stop = _no_stop  # (release(), inlined: this runs once per budgeted run)
         if meter._timer is not None:
             meter.cancel_timer()
-        if meter.deadline is not None:  # (Deadlines.discard, inlined)
-            meter.deadline = None
-            self.deadlines._watched.discard(meter)
         by_agent = self.by_agent
         if by_agent.get(agent_id) is meter:
             del by_agent[agent_id]

@@ -132,10 +132,7 @@ class InProcessProvider:
             if meters is None or meters[0] is not child.ctx:
                 meters = self._meters = (child.ctx, SubagentRuntime.of(child.ctx).meters)
             registry = handle.meters = meters[1]
-            by_agent = registry.by_agent  # (BudgetMeters.open, inlined: this is the hot path)
-            handle.meter = by_agent[child.id] = BudgetMeter(
-                budget, by_agent.get(parent.id), cancel, registry.deadlines, True
-            )
+            handle.meter = registry.open(child, budget, cancel)
         handle.unlink = request.signal.on_abort(cancel)
         handle.watch()
         # The turn starts at the loop's next iteration, or when the result is first
@@ -380,11 +377,8 @@ class _ChildHandle(RunHandle):
         elif kind == "turn/end" and not self._settled:
             self.settle(self._outcome(event))
             self._stop_watching()  # settled: nothing more to watch
-            if meter is not None:  # (_close_meter, inlined)
-                meters = self.meters
-                self.meter = self.meters = None
-                if meters is not None and self.child is not None:
-                    meters.close(self.child.id, meter)
+            if meter is not None:
+                self._close_meter()  # (closed once: not again at dispose)
         elif meter is not None and kind in _TOOL_STEPS:  # (before the next tool or model call)
             meter.checkpoint()
 

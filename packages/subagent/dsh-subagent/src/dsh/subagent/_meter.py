@@ -86,11 +86,7 @@ class BudgetMeter:
             self._usd_cap = parent._usd_cap
         if budget.seconds is not None:
             if deadlines is not None:  # (one timer for all the runtime's meters)
-                deadline = self.deadline = self.started + budget.seconds
-                if not registered:  # (Deadlines.add, inlined: once per run)
-                    deadlines._watched.add(self)
-                if deadline < deadlines._at:
-                    deadlines._schedule(deadline)
+                deadlines.add(self, self.started + budget.seconds, watch=not registered)
             else:
                 loop = asyncio.get_running_loop()
                 self._timer = loop.call_later(budget.seconds, self._time_up)
@@ -136,19 +132,13 @@ class BudgetMeter:
         else:
             tokens = call.input_tokens + call.output_tokens
             cost = call.cost_usd
-        if self.parent is None:  # (the common case: one meter, no loop)
-            self.tokens += tokens
-            self.turns += 1
+        meter: BudgetMeter | None = self
+        while meter is not None:
+            meter.tokens += tokens
+            meter.turns += 1
             if cost is not None:
-                self.usd += cost
-        else:
-            meter: BudgetMeter | None = self
-            while meter is not None:
-                meter.tokens += tokens
-                meter.turns += 1
-                if cost is not None:
-                    meter.usd += cost
-                meter = meter.parent
+                meter.usd += cost
+            meter = meter.parent
         if cost is None and self._usd_cap is not None and (tokens or call is None):
             self.trip(
                 "error",
@@ -351,10 +341,12 @@ class Deadlines:
         """How many meters are watched."""
         return len(self._watched)
 
-    def add(self, meter: BudgetMeter, deadline: float) -> None:
-        """Trip ``meter``'s time cap at ``deadline`` (monotonic clock)."""
+    def add(self, meter: BudgetMeter, deadline: float, *, watch: bool = True) -> None:
+        """Trip ``meter``'s time cap at ``deadline`` (monotonic clock). ``watch=False``:
+        ``meter`` is in the registry, where a firing finds it while it runs."""
         meter.deadline = deadline
-        self._watched.add(meter)
+        if watch:
+            self._watched.add(meter)
         if deadline < self._at:
             self._schedule(deadline)
 

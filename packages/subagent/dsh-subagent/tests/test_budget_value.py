@@ -75,15 +75,19 @@ async def test_one_timer_serves_every_time_cap() -> None:
 
     deadlines = Deadlines()
     stopped: list[str] = []
-    settled = [
-        BudgetMeter(Budget(seconds=0.05), None, stopped.append, deadlines) for _ in range(200)
-    ]
+
+    def watched(seconds: float) -> BudgetMeter:
+        meter = BudgetMeter(Budget(seconds=seconds), None, stopped.append)
+        deadlines.add(meter)
+        return meter
+
+    settled = [watched(0.05) for _ in range(200)]
     for meter in settled:  # settled before their deadline: never trip
         meter.release()
         deadlines.discard(meter)
     assert deadlines.watched == 0  # dropped as they settled
-    late = BudgetMeter(Budget(seconds=30), None, stopped.append, deadlines)
-    soon = BudgetMeter(Budget(seconds=0.1), None, stopped.append, deadlines)
+    late = watched(30)
+    soon = watched(0.1)
     with anyio.fail_after(5):
         while soon.tripped is None:
             await anyio.sleep(0.01)

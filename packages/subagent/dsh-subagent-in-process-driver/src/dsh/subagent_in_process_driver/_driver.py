@@ -344,7 +344,7 @@ class _ChildHandle(RunHandle):
         """True while this handle is one of the child's observers."""
         self.meter: BudgetMeter | None = None
         """The run's budget meter (None: no budget)."""
-        self.meters: BudgetMeters | None = None
+        self.meters: BudgetMeters  # (set with a meter: where it is kept)
 
     # -- the child's events ------------------------------------------------------------
 
@@ -378,7 +378,7 @@ class _ChildHandle(RunHandle):
             self.settle(self._outcome(event))
             self._stop_watching()  # settled: nothing more to watch
             if meter is not None:
-                self._close_meter()  # (closed once: not again at dispose)
+                self._close_meter(meter)  # (closed once: not again at dispose)
         elif meter is not None and kind in _TOOL_STEPS:  # (before the next tool or model call)
             meter.checkpoint()
 
@@ -451,17 +451,16 @@ class _ChildHandle(RunHandle):
             await child.aclose("subagent run disposed")
         self._release()
 
-    def _close_meter(self) -> None:
-        meter, meters = self.meter, self.meters
-        self.meter = self.meters = None  # (closed once: settlement, else dispose)
-        if meter is not None and meters is not None and self.child is not None:
-            meters.close(self.child.id, meter)
+    def _close_meter(self, meter: BudgetMeter) -> None:
+        self.meter = None  # (closed once: settlement, else dispose)
+        self.meters.close(self._id, meter)
 
     def _release(self) -> None:
         self.unlink()
         self.unlink = _no_unlink
-        if self.meter is not None:
-            self._close_meter()
+        meter = self.meter
+        if meter is not None:
+            self._close_meter(meter)
         self._stop_watching()
         self.child = None
         if not self._settled:

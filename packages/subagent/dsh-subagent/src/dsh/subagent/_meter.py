@@ -50,46 +50,42 @@ class BudgetMeter:
     ``usd`` cap on a model that reports no cost).
     """
 
-    # The counters and the state start at these class-level values, so that a new
-    # meter stores only its own (budget, parent, start, stop): one is opened
-    # per budgeted run, on the delegation path. (No __slots__ for that reason.)
-    tokens: int = 0
-    usd: float = 0.0
-    turns: int = 0
-    children: int = 0
-    tripped: tuple[str, str] | None = None
-    deadline: float | None = None
-    """When the time cap is reached (monotonic clock), while a shared
-    :class:`Deadlines` watches it."""
-    _timer: asyncio.TimerHandle | None = None
-    _usd_cap: float | None = None
-    """The ``usd`` cap of this meter or the nearest one above (None: none)."""
+    __slots__ = (
+        "_stop",
+        "_usd_cap",
+        "budget",
+        "children",
+        "parent",
+        "started",
+        "tokens",
+        "tripped",
+        "turns",
+        "usd",
+    )
 
-    def __init__(
-        self,
-        budget: Budget,
-        parent: BudgetMeter | None,
-        stop: Stop,
-        deadlines: Deadlines | None = None,
-        registered: bool = False,
-    ) -> None:
-        """``registered``: the caller keeps the meter in its ``deadlines``' registry
-        (:attr:`BudgetMeters.by_agent`) while it runs, where the timer finds it; else
-        ``deadlines`` watches it in a set of its own until :meth:`Deadlines.discard`."""
+    def __init__(self, budget: Budget, parent: BudgetMeter | None, stop: Stop) -> None:
+        """A meter below ``parent`` (None: a top one); ``stop(diagnostic)`` stops the
+        run. Its time cap is tripped by a :class:`Deadlines` that watches it (the
+        owner's: :class:`BudgetMeters` opens meters that way); else only checked."""
         self.budget = budget
         self.parent = parent
         self.started = time.monotonic()
         self._stop = stop
-        if budget.usd is not None:
-            self._usd_cap = budget.usd
-        elif parent is not None and parent._usd_cap is not None:
+        self.tokens = 0
+        self.usd = 0.0
+        self.turns = 0
+        self.children = 0
+        self.tripped: tuple[str, str] | None = None
+        self._usd_cap: float | None = budget.usd
+        """The ``usd`` cap of this meter or the nearest one above (None: none)."""
+        if budget.usd is None and parent is not None:
             self._usd_cap = parent._usd_cap
-        if budget.seconds is not None:
-            if deadlines is not None:  # (one timer for all the runtime's meters)
-                deadlines.add(self, self.started + budget.seconds, watch=not registered)
-            else:
-                loop = asyncio.get_running_loop()
-                self._timer = loop.call_later(budget.seconds, self._time_up)
+
+    @property
+    def deadline(self) -> float | None:
+        """When the time cap is reached (monotonic clock; None: no time cap)."""
+        seconds = self.budget.seconds
+        return None if seconds is None else self.started + seconds
 
     # -- the agent's events ------------------------------------------------------------
 
@@ -139,7 +135,7 @@ class BudgetMeter:
             if cost is not None:
                 meter.usd += cost
             meter = meter.parent
-        if cost is None and self._usd_cap is not None and (tokens or call is None):
+        if self._usd_cap is not None and cost is None and (tokens or call is None):
             self.trip(
                 "error",
                 f"usd budget ${self._usd_cap:.2f} cannot be enforced: the model reported no"
@@ -222,7 +218,6 @@ class BudgetMeter:
         if self.tripped is not None:
             return
         self.tripped = (stop_reason, diagnostic)
-        self.cancel_timer()
         self._stop(diagnostic)
 
     def verdict(self) -> tuple[str, str] | None:
@@ -274,20 +269,11 @@ class BudgetMeter:
             "seconds": round(time.monotonic() - self.started, 3),
         }
 
-    def cancel_timer(self) -> None:
-        """Stop the time-limit timer (the run settled)."""
-        timer = self._timer
-        if timer is not None:
-            self._timer = None
-            timer.cancel()
-
     def release(self) -> None:
-        """The run settled: no timer, and no hold on what ``stop`` would stop."""
-        self.cancel_timer()
+        """The run settled: no hold on what ``stop`` would stop."""
         self._stop = _no_stop
 
     def _time_up(self) -> None:
-        self._timer = None
         budget_seconds = self.budget.seconds
         self.trip(
             "budget",
@@ -341,18 +327,22 @@ class Deadlines:
         """How many meters are watched."""
         return len(self._watched)
 
-    def add(self, meter: BudgetMeter, deadline: float, *, watch: bool = True) -> None:
-        """Trip ``meter``'s time cap at ``deadline`` (monotonic clock). ``watch=False``:
-        ``meter`` is in the registry, where a firing finds it while it runs."""
-        meter.deadline = deadline
-        if watch:
+    def add(self, meter: BudgetMeter) -> None:
+        """Watch ``meter``'s time cap (if it has one) until :meth:`discard`: a meter
+        that is not in the registry."""
+        deadline = meter.deadline
+        if deadline is not None:
             self._watched.add(meter)
+            self.expect(deadline)
+
+    def expect(self, deadline: float) -> None:
+        """A registered meter's time cap is reached at ``deadline`` (monotonic clock):
+        the timer fires by then, and finds the meter in the registry while it runs."""
         if deadline < self._at:
             self._schedule(deadline)
 
     def discard(self, meter: BudgetMeter) -> None:
-        """``meter``'s run settled before its deadline."""
-        meter.deadline = None
+        """Stop watching ``meter`` (its run settled)."""
         self._watched.discard(meter)
 
     def _schedule(self, deadline: float) -> None:
@@ -369,6 +359,8 @@ class Deadlines:
         due: list[BudgetMeter] = []
         nearest = math.inf
         for meter in (*self._registered.values(), *self._watched):
+            if meter.tripped is not None:
+                continue
             deadline = meter.deadline
             if deadline is None:
                 continue
@@ -408,12 +400,12 @@ class BudgetMeters:
                 if agent.parent_id is None:
                     agent.cancel(diagnostic)
 
-        context = self.context = BudgetMeter(budget, None, stop, self.deadlines)
+        context = self.context = self._watched(BudgetMeter(budget, None, stop))
 
         def created(agent: Agent) -> None:
             if agent.parent_id is not None or agent.id in self.by_agent:
                 return
-            meter = BudgetMeter(Budget(), context, agent.cancel, self.deadlines, True)
+            meter = BudgetMeter(Budget(), context, agent.cancel)  # (no time cap of its own)
             self.by_agent[agent.id] = meter
             unobserve = agent.observe(meter.observe, deltas=False)
 
@@ -463,27 +455,33 @@ class BudgetMeters:
         """A meter for ``agent`` (below its parent's meter, if any, or ``above``)."""
         parent_id = agent.parent_id
         parent = self.by_agent.get(parent_id) if parent_id is not None else above
-        meter = BudgetMeter(budget, parent, stop, self.deadlines, True)
+        meter = BudgetMeter(budget, parent, stop)
         self.by_agent[agent.id] = meter
+        seconds = budget.seconds
+        if seconds is not None:  # (the timer finds it in by_agent: not watched apart)
+            self.deadlines.expect(meter.started + seconds)
         return meter
 
     def open_remote(self, parent_id: str, budget: Budget, stop: Stop) -> BudgetMeter:
         """A meter for a run in another process started by agent ``parent_id`` (below
         that agent's meter, if any); not kept by agent id (the run has no agent here).
         Close it with :meth:`close_remote`."""
-        return BudgetMeter(budget, self.by_agent.get(parent_id), stop, self.deadlines)
+        return self._watched(BudgetMeter(budget, self.by_agent.get(parent_id), stop))
 
     def close_remote(self, meter: BudgetMeter) -> None:
         """The remote run settled: no timer, no stop."""
         meter.release()
-        if meter.deadline is not None:
-            self.deadlines.discard(meter)
+        self.deadlines.discard(meter)
 
     def close(self, agent_id: str, meter: BudgetMeter) -> None:
-        """Forget ``agent_id``'s meter (its run settled); stops its time cap."""
+        """Forget ``agent_id``'s meter (its run settled): its time cap with it."""
         meter._stop = _no_stop  # (release(), inlined: this runs once per budgeted run)
-        if meter._timer is not None:
-            meter.cancel_timer()
         by_agent = self.by_agent
         if by_agent.get(agent_id) is meter:
             del by_agent[agent_id]
+
+    def _watched(self, meter: BudgetMeter) -> BudgetMeter:
+        """``meter``, its time cap (if any) watched by :attr:`deadlines` until
+        :meth:`close_remote` (a meter not kept in :attr:`by_agent`)."""
+        self.deadlines.add(meter)
+        return meter

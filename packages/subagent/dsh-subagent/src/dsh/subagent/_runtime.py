@@ -323,8 +323,9 @@ class SubagentRuntime:
             check_max_depth(max_depth)  # (raises; the check itself is inlined above)
         if request.output_schema is not None:
             check_output_schema(request.output_schema)
-        if request.budget is not None and type(request.budget) is not Budget:
-            check_budget(request.budget)  # (raises; a Budget checked its caps when built)
+        budget = request.budget
+        if budget is not None and type(budget) is not Budget:
+            check_budget(budget)  # (raises; a Budget checked its caps when built)
         if capabilities.depth_limit:
             violation = depth_violation(request.parent.session.header.meta, max_depth)
             if violation is not None:

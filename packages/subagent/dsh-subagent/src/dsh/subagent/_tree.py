@@ -110,15 +110,16 @@ class RunTree:
         lineage = self._lineage.get(parent_id)
         above_agents = (parent_id, *lineage) if lineage else (parent_id,)
         observed = _Observed(self, handle, run.id, parent, above_agents, request.label)
-        if request.budget is not None:
-            observed.budget = request.budget
+        budget = request.budget
+        if budget is not None:
+            observed.budget = budget
             observed.started = time.monotonic()
         if bus.has_listeners(EVENT_START):
             base = observed.data()
             if queued:
                 base["state"] = "queued"
-            if request.budget is not None:
-                base["budget"] = request.budget.to_json()
+            if budget is not None:
+                base["budget"] = budget.to_json()
             bus.emit(EVENT_START, base, scope=parent_id)
         self._live[run.id] = observed
         observed.gates = observed.held = gates

@@ -58,6 +58,9 @@ class RunObserver(Protocol):
     def disposed(self) -> None:
         """The run's dispose has finished (the handle then forgets its observer)."""
 
+    def progress_wanted(self) -> None:
+        """Someone turned the run's progress on (before it settled)."""
+
 
 class _Result:
     """``run.result``: await it (any number of times, from any task)."""
@@ -226,6 +229,11 @@ class RunHandle(ProgressHub):
         if self._disposed:
             self._observer = None
             observer.disposed()
+
+    def _progress_wanted(self) -> None:
+        observer = self._observer
+        if observer is not None:
+            observer.progress_wanted()
 
     def start_now(self) -> None:
         """Someone awaits the result: start the child now if its start is pending (an

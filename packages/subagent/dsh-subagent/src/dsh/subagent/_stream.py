@@ -144,6 +144,7 @@ class ProgressHub:
         watch = self._on_watch
         if watch is not None:
             watch(self)
+        self._progress_wanted()
 
     def _start_progress(self) -> Callable[[], None] | None:
         """Start mapping the transport's updates to :meth:`emit` (called once, when
@@ -154,6 +155,9 @@ class ProgressHub:
             return None
         self._progress_source = None
         return source(self)
+
+    def _progress_wanted(self) -> None:
+        """Progress was turned on (once, before settlement). Default: nothing."""
 
     def _late_items(self) -> Iterable[SubagentProgress]:
         """Items a subscriber arriving after progress was turned on gets first."""

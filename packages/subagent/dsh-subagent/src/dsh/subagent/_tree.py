@@ -10,6 +10,10 @@ properties, :meth:`~dsh.subagent.RunHandle.set_sink`).
 
 Cost on a run nobody watches: the start event (skipped when nobody listens), one
 small record, two dict entries while the run lives; no progress is routed or mapped.
+The record of a run whose child is an agent of this context stays findable by that
+agent's id until the run is disposed: it gives the agents above the child (a nested
+run's lineage), the slots the run holds (borrowed by nested runs), and the run whose
+subscribers want a nested run's progress.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ _MAX_CHAIN = 256
 class RunTree:
     """The runtime's published runs (see the module docstring)."""
 
-    __slots__ = ("_bus", "_by_child", "_lineage", "_live", "_release", "ledger", "meters")
+    __slots__ = ("_bus", "_by_child", "_live", "_release", "ledger", "meters")
 
     def __init__(
         self,
@@ -62,9 +66,8 @@ class RunTree:
         self._live: dict[str, _Observed] = {}
         """Records of the runs published and not yet disposed, by run id."""
         self._by_child: dict[str, _Observed] = {}
-        """Records of runs whose child is an agent of this context, by that agent's id."""
-        self._lineage: dict[str, tuple[str, ...]] = {}
-        """Agent ids above each child agent of this context (parent first)."""
+        """Records of runs whose child is an agent of this context, by that agent's id
+        (until the run is disposed)."""
         self.ledger = UsageLedger()
         """The usage of settled runs."""
 
@@ -107,8 +110,8 @@ class RunTree:
         parent_id = parent.id
         bus = self._bus
         handle = handle_of(run)
-        lineage = self._lineage.get(parent_id)
-        above_agents = (parent_id, *lineage) if lineage else (parent_id,)
+        above = self._by_child.get(parent_id)  # (the run whose child is the parent)
+        above_agents = (parent_id, *above.above) if above is not None else (parent_id,)
         observed = _Observed(self, handle, run.id, parent, above_agents, request.label)
         budget = request.budget
         if budget is not None:
@@ -126,7 +129,6 @@ class RunTree:
         child = handle.local_agent
         if child is not None:
             self._attach_child(observed, child)
-        above = self._by_child.get(parent_id)
         watched = False
         if above is not None and above.handle.wants_progress:
             watched = True
@@ -136,9 +138,7 @@ class RunTree:
             ))  # fmt: skip
         if watched or bus.has_listeners(EVENT_PROGRESS):
             handle.set_sink(self._route(parent_id))
-        if child is not None and not handle.wants_progress:
-            handle.set_watch_hook(self._watch_handle)
-        handle.attach(observed)
+        handle.attach(observed)  # (it turns on the runs below when progress is wanted)
 
     def started(self, outer: RunHandle, inner: RunHandle, gates: tuple[Gate, ...]) -> None:
         """A queued run started: its inner run's child agent is the outer run's, and
@@ -149,13 +149,10 @@ class RunTree:
             return
         observed.held = gates
         self._attach_child(observed, child)
-        if not outer.wants_progress:
-            outer.set_watch_hook(self._watch_handle)
 
     def _attach_child(self, observed: _Observed, child: Agent) -> None:
         observed.child_id = child.id
         self._by_child[child.id] = observed
-        self._lineage[child.id] = observed.above
 
     # -- progress routing ----------------------------------------------------------------
 
@@ -197,6 +194,7 @@ class RunTree:
             if (
                 agent is not None
                 and agent.parent_id is not None
+                and not below.settled
                 and not below.has_sink
                 and self._descends_from(agent.parent_id, child.id)
             ):
@@ -280,8 +278,6 @@ class _Observed:
         handle = self.handle
         child_id = self.child_id
         by_child = tree._by_child
-        if child_id is not None and by_child.get(child_id) is self:
-            del by_child[child_id]
         run_id = self.run_id
         tree.ledger.record(run_id, self.above, result.usage if result is not None else None)
         stop = result.stop_reason if result is not None else "error"
@@ -310,12 +306,19 @@ class _Observed:
             data["budget"] = {"caps": budget.to_json(), "spent": spent}
         bus.emit(EVENT_END, data, scope=self.parent_id)
 
+    def progress_wanted(self) -> None:
+        """Someone watches the run: the runs below it report their progress too."""
+        self.tree._watch_handle(self.handle)
+
     def disposed(self) -> None:
         """Forget the run; give its slots back."""
         tree = self.tree
         tree._live.pop(self.run_id, None)
-        if self.child_id is not None:
-            tree._lineage.pop(self.child_id, None)
+        child_id = self.child_id
+        if child_id is not None:
+            by_child = tree._by_child
+            if by_child.get(child_id) is self:
+                del by_child[child_id]
         self.held = ()
         gates = self.gates
         if gates:

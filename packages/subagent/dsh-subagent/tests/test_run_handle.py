@@ -23,6 +23,9 @@ class Observer:
     def disposed(self) -> None:
         self.seen.append("disposed")
 
+    def progress_wanted(self) -> None:
+        self.seen.append("progress wanted")
+
 
 def test_the_port_reads_a_run_without_private_fields() -> None:
     handle = RunHandle("r1", provider="p", label="review")
@@ -53,13 +56,13 @@ async def test_an_observer_attached_late_hears_what_already_happened() -> None:
     assert after.seen == [("settled", "aborted"), "disposed"]
 
 
-async def test_a_watch_hook_runs_once_when_progress_is_first_wanted() -> None:
+async def test_the_observer_hears_once_when_progress_is_first_wanted() -> None:
     handle = RunHandle("r4", provider="p")
-    calls: list[RunHandle] = []
-    handle.set_watch_hook(calls.append)
+    observer = Observer()
+    handle.attach(observer)
     handle.want_progress()
     handle.want_progress()
-    assert calls == [handle]
+    assert observer.seen == ["progress wanted"]
     stream = handle.run.progress()
     handle.emit(SubagentProgress("text", text="hi"))
     handle.settle(SubagentResult("ok", "completed"))

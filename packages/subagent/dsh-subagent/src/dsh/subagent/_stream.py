@@ -62,7 +62,6 @@ class ProgressHub:
 
     __slots__ = (
         "_id",
-        "_on_watch",
         "_progress_off",
         "_progress_source",
         "_settled",
@@ -81,7 +80,6 @@ class ProgressHub:
         self._progress_source = on_progress_wanted
         self._progress_off: Callable[[], None] | None = None
         self._wanted = False
-        self._on_watch: Callable[[Any], None] | None = None
 
     @property
     def wants_progress(self) -> bool:
@@ -127,11 +125,6 @@ class ProgressHub:
         if sink is not None:
             self.want_progress()
 
-    def set_watch_hook(self, hook: Callable[[Any], None] | None) -> None:
-        """``hook(handle)`` runs when this run's progress is first wanted (the runtime
-        then turns on the progress of the runs below it); dropped at settlement."""
-        self._on_watch = None if self._settled else hook
-
     def want_progress(self) -> None:
         """Turn this run's progress on (starts the provider's source once)."""
         if self._wanted or self._settled:
@@ -141,9 +134,6 @@ class ProgressHub:
             self._progress_off = self._start_progress()
         except Exception:
             _log.exception("starting progress of run %s failed", self._id)
-        watch = self._on_watch
-        if watch is not None:
-            watch(self)
         self._progress_wanted()
 
     def _start_progress(self) -> Callable[[], None] | None:
@@ -157,7 +147,8 @@ class ProgressHub:
         return source(self)
 
     def _progress_wanted(self) -> None:
-        """Progress was turned on (once, before settlement). Default: nothing."""
+        """Progress was turned on (once, before settlement): a run handle tells its
+        observer, which turns on the progress of the runs below it. Default: nothing."""
 
     def _late_items(self) -> Iterable[SubagentProgress]:
         """Items a subscriber arriving after progress was turned on gets first."""
@@ -167,7 +158,6 @@ class ProgressHub:
         """Progress ends at settlement: drop the hooks (they may refer back to this
         handle or its child, and nothing calls them any more); wake the readers."""
         self._sink = None
-        self._on_watch = None
         self._progress_source = None
         off, self._progress_off = self._progress_off, None
         if off is not None:

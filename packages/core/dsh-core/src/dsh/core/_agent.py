@@ -129,7 +129,6 @@ class AgentCore(TurnLoop):
         model: BoundModel,
         prompt: PromptSections,
         tools: AgentTools,
-        *,
         parent_id: str | None = None,
         label: str | None = None,
         max_steps: int = 50,

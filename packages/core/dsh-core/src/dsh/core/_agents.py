@@ -9,6 +9,7 @@ What the registry needs of the context is :class:`RegistryHost`.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -149,11 +150,12 @@ class LiveAgents(Generic[A]):
             header_meta["sandbox"] = policy.to_json()
         if meta:
             header_meta.update(meta)
-        header = SessionHeader(
+        header = SessionHeader(  # (positional: no keyword dict per agent)
             session_id or new_session_id(),
             parent.id if parent is not None else None,
-            meta=header_meta,
-            seed_from=seed_from if seed else None,
+            time.time(),  # created_at
+            header_meta,
+            seed_from if seed else None,
         )
         store = ctx.sessions
         if persist is None:

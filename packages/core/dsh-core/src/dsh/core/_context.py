@@ -126,18 +126,20 @@ class AgentRegistry(LiveAgents[Agent]):
         sandbox: SandboxPolicy,
         cut_off: bool = False,
     ) -> Agent:
+        # (positional: on Python 3.11 a class called with keywords builds a dict of them,
+        # and this runs once per agent, on the delegation path)
         return Agent(
             self._context,
             session,
             model,
             prompt,
             tools,
-            parent_id=parent_id,
-            label=label,
-            max_steps=max_steps,
-            sandbox=sandbox,
-            forget=self._forget,
-            cut_off=cut_off,
+            parent_id,
+            label,
+            max_steps,
+            sandbox,
+            self._forget,
+            cut_off,
         )
 
 

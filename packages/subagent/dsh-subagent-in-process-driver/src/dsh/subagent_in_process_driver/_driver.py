@@ -406,9 +406,8 @@ class _ChildHandle(RunHandle):
             elif stop == "completed":
                 stop = "error"
                 diagnostic = "the subagent finished without calling structured_output"
-        return SubagentResult(
-            output, stop, structured=structured, diagnostic=diagnostic, usage=usage
-        )
+        # (positional: on Python 3.11 a class called with keywords builds a dict of them)
+        return SubagentResult(output, stop, structured, diagnostic, usage)
 
     def watch(self) -> None:
         """Become the child's observer (until settlement or dispose)."""
@@ -458,13 +457,13 @@ class _ChildHandle(RunHandle):
     def _release(self) -> None:
         self.unlink()
         self.unlink = _no_unlink
-        meter = self.meter
-        if meter is not None:
-            self._close_meter(meter)
         self._stop_watching()
         self.child = None
         if not self._settled:
             self.settle(SubagentResult.aborted("subagent run disposed"))
+        meter = self.meter  # (closed after settling: the run's end reports its spending)
+        if meter is not None:
+            self._close_meter(meter)
 
 
 _TOOL_OUTPUT_EXCERPT = 400

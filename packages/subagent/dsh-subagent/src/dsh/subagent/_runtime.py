@@ -39,7 +39,7 @@ from dsh.subagent._progress import UsageReport
 from dsh.subagent._provider import SubagentProvider
 from dsh.subagent._run import RunHandle, SubagentRun, handle_of
 from dsh.subagent._tree import EVENT_END, EVENT_PROGRESS, EVENT_START, RunTree
-from dsh.subagent._types import Budget, SubagentStartRequest
+from dsh.subagent._types import ALL_START_CAPABILITIES, Budget, SubagentStartRequest
 from dsh.subagent._validation import (
     check_budget,
     check_max_depth,
@@ -313,11 +313,12 @@ class SubagentRuntime:
             fix = unregistered_provider_fix(name, self._providers)
             raise ProviderNotFound(f'no subagent provider registered for "{name}": {fix}')
         capabilities = provider.capabilities
-        missing = capabilities.missing_for(request)
-        if missing is not None:
-            raise UnsupportedCapability(
-                f'subagent provider "{name}" does not support the "{missing}" capability'
-            )
+        if capabilities is not ALL_START_CAPABILITIES:  # (with every one, none is missing)
+            missing = capabilities.missing_for(request)
+            if missing is not None:
+                raise UnsupportedCapability(
+                    f'subagent provider "{name}" does not support the "{missing}" capability'
+                )
         max_depth = request.max_depth
         if max_depth is not None and (type(max_depth) is not int or max_depth < 0):
             check_max_depth(max_depth)  # (raises; the check itself is inlined above)

@@ -113,10 +113,12 @@ class RunTree:
         above = self._by_child.get(parent_id)  # (the run whose child is the parent)
         above_agents = (parent_id, *above.above) if above is not None else (parent_id,)
         observed = _Observed(self, handle, run.id, parent, above_agents, request.label)
+        child = handle.local_agent
         budget = request.budget
         if budget is not None:
             observed.budget = budget
-            observed.started = time.monotonic()
+            if child is None:  # (a run in this process has a meter, which has the time)
+                observed.started = time.monotonic()
         if bus.has_listeners(EVENT_START):
             base = observed.data()
             if queued:
@@ -126,7 +128,6 @@ class RunTree:
             bus.emit(EVENT_START, base, scope=parent_id)
         self._live[run.id] = observed
         observed.gates = observed.held = gates
-        child = handle.local_agent
         if child is not None:
             self._attach_child(observed, child)
         watched = False
@@ -260,7 +261,8 @@ class _Observed:
         self.budget: Budget | None = None
         """The run's budget (None: none)."""
         self.started = 0.0
-        """When a budgeted run was published (monotonic clock)."""
+        """When a budgeted run without a child agent here was published (monotonic
+        clock; 0: not timed here, its meter is)."""
 
     def data(self) -> dict[str, Any]:
         """The data ``subagent/start`` and ``subagent/end`` share."""
@@ -302,7 +304,8 @@ class _Observed:
             meters = tree.meters
             meter = meters.get(child_id) if meters is not None and child_id is not None else None
             usage = result.usage if result is not None else None
-            spent = spent_against(budget, meter, usage, time.monotonic() - self.started)
+            seconds = time.monotonic() - self.started if self.started else 0.0
+            spent = spent_against(budget, meter, usage, seconds)
             data["budget"] = {"caps": budget.to_json(), "spent": spent}
         bus.emit(EVENT_END, data, scope=self.parent_id)
 

@@ -20,9 +20,13 @@ HEADLINES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Collected:
-    """A finished run: its result, or why it could not be read; and any teardown failure."""
+    """A finished run: its result, or why it could not be read; and any teardown failure.
+
+    (Not frozen: it lives only from a run's end to its tool result, one per delegation,
+    and on Python 3.11 a frozen dataclass's ``__init__`` costs about four times a plain
+    one's: one ``object.__setattr__`` call per field.)"""
 
     run_id: str
     result: SubagentResult | None
@@ -91,8 +95,8 @@ def tool_result_for(
             text = json.dumps(result.structured, ensure_ascii=False)
         if dispose_error is not None:
             text += f"\n\nWarning: cleanup of the subagent failed: {_describe(dispose_error)}"
-            return ToolResult(text, is_error=True, data=data)
-        return ToolResult(text, data=data)
+            return ToolResult(text, True, data)
+        return ToolResult(text, False, data)  # (positional: no keyword dict per call)
     lines = [headline_for(result.stop_reason)]
     if result.diagnostic:
         lines.append(f"Diagnostic: {result.diagnostic}")

@@ -96,17 +96,19 @@ def start_request(
     config: SubagentToolConfig, args: DelegateArgs, tctx: ToolContext
 ) -> SubagentStartRequest:
     """The start request for one tool call, with the config's fixed fields."""
+    # (positional, in the fields' order: on Python 3.11 a class called with keywords
+    # builds a dict of them, once per delegation)
     return SubagentStartRequest(
         args.prompt,
         tctx.agent,
         tctx.signal,
-        label=args.description,
-        agent_options=config.agent_options,
-        output_schema=config.output_schema,
-        max_depth=config.numeric_max_depth,
-        tool_filter=config.tool_filter.to_filter() if config.tool_filter else None,
-        persona=config.persona,
-        budget=config.budget.budget if config.budget is not None else None,
+        args.description,  # label
+        config.agent_options,
+        config.output_schema,
+        config.numeric_max_depth,  # max_depth
+        config.tool_filter.to_filter() if config.tool_filter else None,
+        config.persona,
+        config.budget.budget if config.budget is not None else None,
     )
 
 

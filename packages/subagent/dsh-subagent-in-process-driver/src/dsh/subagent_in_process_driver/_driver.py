@@ -91,8 +91,10 @@ class InProcessProvider:
         """No cap on running children by default (a child costs ~10 KiB and no
         process); the ``dsh-subagent`` plugin's ``providers`` config sets one."""
         self._prompt_cache: tuple[object, int, str | None, PromptSections] | None = None
-        self._meters: tuple[object, BudgetMeters] | None = None
-        """The budget meters of the context last seen (looked up once per context)."""
+        self._meters_of: object = None
+        """The context whose budget meters :attr:`_meters` are (looked up once per
+        context)."""
+        self._meters: BudgetMeters | None = None
         self._budget_shown: tuple[Budget, dict[str, Any]] | None = None
         """The last budget started and its JSON (a tool row starts every child with one)."""
         self._options_cache: dict[
@@ -128,10 +130,11 @@ class InProcessProvider:
                 if refusal is not None:
                     await child.aclose("start failed")
                     raise InvalidRequest(refusal)
-            meters = self._meters
-            if meters is None or meters[0] is not child.ctx:
-                meters = self._meters = (child.ctx, SubagentRuntime.of(child.ctx).meters)
-            registry = handle.meters = meters[1]
+            registry = self._meters
+            if registry is None or self._meters_of is not child.ctx:
+                self._meters_of = child.ctx
+                registry = self._meters = SubagentRuntime.of(child.ctx).meters
+            handle.meters = registry
             handle.meter = registry.open(child, budget, cancel)
         handle.unlink = request.signal.on_abort(cancel)
         handle.watch()

@@ -453,10 +453,11 @@ class BudgetMeters:
         self, agent: Agent, budget: Budget, stop: Stop, above: BudgetMeter | None = None
     ) -> BudgetMeter:
         """A meter for ``agent`` (below its parent's meter, if any, or ``above``)."""
+        by_agent = self.by_agent
         parent_id = agent.parent_id
-        parent = self.by_agent.get(parent_id) if parent_id is not None else above
+        parent = by_agent.get(parent_id) if parent_id is not None else above
         meter = BudgetMeter(budget, parent, stop)
-        self.by_agent[agent.id] = meter
+        by_agent[agent.id] = meter
         seconds = budget.seconds
         if seconds is not None:  # (the timer finds it in by_agent: not watched apart)
             self.deadlines.expect(meter.started + seconds)
@@ -477,8 +478,9 @@ class BudgetMeters:
         """Forget ``agent_id``'s meter (its run settled): its time cap with it."""
         meter._stop = _no_stop  # (release(), inlined: this runs once per budgeted run)
         by_agent = self.by_agent
-        if by_agent.get(agent_id) is meter:
-            del by_agent[agent_id]
+        kept = by_agent.pop(agent_id, None)
+        if kept is not meter and kept is not None:
+            by_agent[agent_id] = kept  # (another meter has the id now: it stays)
 
     def _watched(self, meter: BudgetMeter) -> BudgetMeter:
         """``meter``, its time cap (if any) watched by :attr:`deadlines` until

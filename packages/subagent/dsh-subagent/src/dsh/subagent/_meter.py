@@ -386,7 +386,7 @@ class BudgetMeters:
         """The meters by agent id (empty: no budget anywhere; starts then skip budgets)."""
         self.deadlines = Deadlines(self.by_agent)
         """The one timer of every meter's time cap (it finds the meters of
-        :attr:`by_agent` there: those open with ``registered=True``)."""
+        :attr:`by_agent` there, and watches the others :meth:`_watched` hands it)."""
         self.context: BudgetMeter | None = None
         """The meter of the context's budget (``Context.open(budget=...)``; None: none)."""
 

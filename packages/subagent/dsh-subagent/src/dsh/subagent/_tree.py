@@ -182,8 +182,10 @@ class RunTree:
     def watch(self, handle: RunHandle) -> None:
         """Turn on progress for ``handle``'s run and every live run below it (a
         subscriber of a run wants the nested runs' items too)."""
-        handle.want_progress()
-        self._watch_handle(handle)
+        was_on = handle.wants_progress
+        handle.want_progress()  # (turning it on tells the run's record: progress_wanted)
+        if was_on or not handle.wants_progress:  # (already on, or settled: not told)
+            self._watch_handle(handle)
 
     def _watch_handle(self, handle: RunHandle) -> None:
         child = handle.local_agent

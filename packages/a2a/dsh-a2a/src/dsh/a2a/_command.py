@@ -1,13 +1,10 @@
-"""The ``dsh a2a`` subcommand (a ``dsh.commands`` entry point) and ``python -m dsh.a2a``.
-
-Importing this module is cheap (``dsh --help`` imports it): the server and the A2A
-SDK are imported only when the command runs.
+"""``dsh a2a``'s options and entry points (``dsh.commands`` and ``python -m dsh.a2a``);
+the A2A SDK and the server load when the command runs, so ``dsh --help`` stays quick.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 __all__ = ["A2ACommand", "command"]
 
@@ -21,10 +18,11 @@ class A2ACommand:
         """The options of ``dsh a2a`` (see docs/serving-a2a.md)."""
         from dsh.core.argtypes import (
             add_capacity_arguments,
+            add_http_arguments,
             add_log_level_argument,
             add_otel_argument,
+            add_preset_argument,
             add_trust_argument,
-            port_number,
             positive_float,
             positive_int,
         )
@@ -33,49 +31,17 @@ class A2ACommand:
             "Serve a dsh agent over A2A (JSON-RPC over HTTP, streaming over SSE). Each A2A"
             " task is one turn of an agent; a contextId continues its conversation."
         )
-        parser.add_argument(
-            "--preset", metavar="FILE|NAME", help="preset file or named preset for the agent"
-        )
+        add_preset_argument(parser, "preset file or named preset for the agent")
         add_trust_argument(parser)
         add_otel_argument(parser)
-        parser.add_argument(
-            "--host",
-            default="127.0.0.1",
-            help="address to bind (default 127.0.0.1; any other needs --token-env)",
-        )
-        parser.add_argument(
-            "--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)"
+        add_http_arguments(
+            parser, token_note="; several named tokens each see only the tasks they created"
         )
         parser.add_argument(
             "--public-url",
             metavar="URL",
             help="the URL clients reach this server at (the agent card's interface URL),"
             " e.g. the load balancer's; default http://HOST:PORT/",
-        )
-        parser.add_argument(
-            "--token-env",
-            metavar="NAME",
-            action="append",
-            default=[],
-            help="environment variable holding the bearer token every request must carry"
-            " (required to bind a non-loopback address); repeat for several named tokens,"
-            " each of which sees only the tasks it created",
-        )
-        parser.add_argument(
-            "--allow-host",
-            metavar="NAME",
-            action="append",
-            default=[],
-            help="also serve requests whose Host header names NAME (repeatable; '*': any);"
-            " on loopback only localhost and loopback addresses are served otherwise",
-        )
-        parser.add_argument(
-            "--allow-origin",
-            metavar="ORIGIN",
-            action="append",
-            default=[],
-            help="also accept requests carrying Origin: ORIGIN, e.g. https://app.example"
-            " (repeatable)",
         )
         parser.add_argument(
             "--max-body-bytes",
@@ -158,17 +124,13 @@ class A2ACommand:
     def run(self, args: argparse.Namespace) -> int:
         """Serve until SIGTERM / SIGINT; returns the exit status."""
         from dsh.a2a._serve import ServeOptions, serve_command
-        from dsh.core.argtypes import apply_otel_argument
+        from dsh.core.argtypes import apply_otel_argument, preset_argument
 
         apply_otel_argument(args)  # the switch: contexts opened here trace
         store = args.task_store if args.task_store != "memory" else None
-        preset = args.preset
-        local = Path.cwd() / "dsh.toml"
-        if preset is None and args.trust and local.is_file():
-            preset = str(local)  # named explicitly: used without the trust check
         return serve_command(
             ServeOptions(
-                preset=preset,
+                preset=preset_argument(args),
                 host=args.host,
                 port=args.port,
                 public_url=args.public_url,
@@ -200,6 +162,6 @@ command = A2ACommand()
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dsh.a2a [options]`` (the same as ``dsh a2a [options]``)."""
-    parser = argparse.ArgumentParser(prog="dsh a2a", description=command.help)
-    command.add_arguments(parser)
-    return command.run(parser.parse_args(argv))
+    from dsh.core.argtypes import run_standalone
+
+    return run_standalone(command, "dsh a2a", argv)

@@ -40,7 +40,8 @@ from typing import Any
 
 import uvicorn
 
-from dsh.core import DshError, Preset
+from dsh.core import Preset
+from dsh.core.argtypes import UsageError, log_to_stderr, served_preset
 from dsh.core.lifecycle import on_stop_signals
 from dsh.http_guard import BindError, HostPolicy, QuietServer, listen, read_tokens
 from dsh.http_guard import host_policy as shared_host_policy
@@ -81,33 +82,16 @@ class ServeOptions:
     """Seconds a running task nobody follows any more is kept before it is cancelled."""
 
 
-class UsageError(DshError):
-    """A configuration problem: reported in one line, exit status 2."""
-
-
 def serve_command(options: ServeOptions) -> int:
     """Run the server until a signal; the exit status (0, 2 on a configuration
     problem, 128 + the signal's number after SIGTERM / SIGINT / SIGHUP)."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, options.log_level.upper(), logging.WARNING),
-        format="dsh a2a: %(levelname)s %(name)s: %(message)s",
-    )
+    log_to_stderr("dsh a2a", options.log_level)
     try:
         try:
             tokens = read_tokens(options.token_envs, options.host)
         except BindError as exc:
             raise UsageError(str(exc)) from None
-        from dsh.core import PresetError, find_preset
-        from dsh.core.models import NoModelError, require_model
-
-        try:
-            preset = find_preset(options.preset)
-            if preset is None:
-                raise UsageError("no preset: pass --preset FILE (or put a dsh.toml here)")
-            require_model(preset)  # the rule of dsh run
-        except (PresetError, NoModelError, OSError) as exc:
-            raise UsageError(str(exc)) from None
+        preset = served_preset(options.preset)
         return asyncio.run(_serve(options, preset, tokens))
     except UsageError as exc:
         print(f"dsh a2a: {exc}", file=sys.stderr)

@@ -1,7 +1,7 @@
-"""The ``dsh acp`` subcommand (a ``dsh.commands`` entry point) and ``python -m dsh.acp``.
+"""What ``dsh acp`` and ``python -m dsh.acp`` accept, and how they start serving.
 
-Importing this module is cheap (``dsh --help`` imports it): the server, the agent and
-``acp`` are imported only when the command runs.
+``dsh --help`` loads this module for the options alone; the ``acp`` library, the agent
+and its server are imported when the command actually runs.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ class AcpCommand:
         from dsh.core.argtypes import (
             add_capacity_arguments,
             add_otel_argument,
+            add_preset_argument,
             add_trust_argument,
             positive_int,
         )
 
-        parser.add_argument(
-            "--preset", metavar="FILE|NAME", help="preset file or named preset for the served agent"
-        )
+        add_preset_argument(parser, "preset file or named preset for the served agent")
         parser.add_argument(
             "--sessions-dir", metavar="DIR", help="persist sessions (enables session/load)"
         )
@@ -70,6 +69,6 @@ command = AcpCommand()
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dsh.acp [options]`` (the same as ``dsh acp [options]``)."""
-    parser = argparse.ArgumentParser(prog="dsh acp", description=command.help)
-    command.add_arguments(parser)
-    return command.run(parser.parse_args(argv))
+    from dsh.core.argtypes import run_standalone
+
+    return run_standalone(command, "dsh acp", argv)

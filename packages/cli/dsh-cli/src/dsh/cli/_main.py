@@ -84,13 +84,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def add_run_arguments(run: argparse.ArgumentParser) -> None:
     """The options of ``dsh run``."""
-    from dsh.core.argtypes import add_trust_argument
+    from dsh.core.argtypes import add_preset_argument, add_trust_argument
 
     run.add_argument("task", help="what the agent should do")
-    run.add_argument(
-        "--preset",
-        metavar="FILE|NAME",
-        help="preset file, or a named preset such as 'standard' (default: dsh.toml in the"
+    add_preset_argument(
+        run,
+        "preset file, or a named preset such as 'standard' (default: dsh.toml in the"
         " working directory, else the standard preset)",
     )
     run.add_argument(

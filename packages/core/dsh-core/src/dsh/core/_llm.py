@@ -79,14 +79,12 @@ class Usage:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form stored in events and results (the optional fields when set)."""
-        out: dict[str, Any] = {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-        }
-        if self.cached_input_tokens is not None:
-            out["cached_input_tokens"] = self.cached_input_tokens
-        if self.cost_usd is not None:
-            out["cost_usd"] = self.cost_usd
+        out: dict[str, Any] = {"input_tokens": self.input_tokens}
+        out["output_tokens"] = self.output_tokens
+        if (cached := self.cached_input_tokens) is not None:
+            out["cached_input_tokens"] = cached
+        if (cost := self.cost_usd) is not None:
+            out["cost_usd"] = cost
         return out
 
 

@@ -5,25 +5,46 @@ points), so every command rejects a bad number, and words a common option, the s
 
     parser.add_argument("--max-tasks", type=positive_int, default=8)
     add_trust_argument(parser)  # --trust, worded as every dsh command words it
+
+The servers (``dsh a2a``, ``dsh mcp``, ``dsh acp``, ``dsh worker``) also share how they
+name their preset (:func:`add_preset_argument`, :func:`preset_argument`,
+:func:`served_preset`), where they listen (:func:`add_http_arguments`), how they log
+(:func:`log_to_stderr`), how they refuse a bad configuration (:class:`UsageError`) and
+how ``python -m`` runs them (:func:`run_standalone`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
+from dsh.core._errors import DshError
 from dsh.core._tracing import TRACING_SWITCH_ENV
 
+if TYPE_CHECKING:
+    from dsh.core._presets import Preset
+
 __all__ = [
+    "UsageError",
     "add_capacity_arguments",
+    "add_http_arguments",
     "add_log_level_argument",
     "add_otel_argument",
+    "add_preset_argument",
     "add_trust_argument",
     "apply_otel_argument",
+    "log_to_stderr",
     "non_negative_float",
     "port_number",
     "positive_float",
     "positive_int",
+    "preset_argument",
+    "run_standalone",
+    "served_preset",
 ]
 
 
@@ -98,6 +119,8 @@ def apply_otel_argument(args: argparse.Namespace) -> None:
     (``DSH_OTEL=1``) in this process's environment, so the contexts it opens trace and
     the processes it starts inherit it (docs/tracing.md)."""
     if args.otel:
+        import os
+
         os.environ[TRACING_SWITCH_ENV] = "1"
 
 
@@ -129,3 +152,114 @@ def add_capacity_arguments(parser: argparse.ArgumentParser, unit: str, noun: str
         metavar="SECONDS",
         help=f"close {noun} idle this long (default 1800)",
     )
+
+
+def add_preset_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--preset FILE|NAME``: the preset file or named preset a command runs (``help``
+    says what it is for; without the option, :func:`~dsh.core.find_preset`'s rule)."""
+    parser.add_argument("--preset", metavar="FILE|NAME", help=help)
+
+
+def preset_argument(args: argparse.Namespace) -> str | None:
+    """After :func:`add_preset_argument` and :func:`add_trust_argument`: ``--preset`` as
+    given; without it, with ``--trust``, the working directory's ``dsh.toml`` (named
+    explicitly, so it is used without the trust check); else ``None``."""
+    value: str | None = args.preset
+    local = Path.cwd() / "dsh.toml"
+    if value is None and args.trust and local.is_file():
+        value = str(local)
+    return value
+
+
+def add_http_arguments(
+    parser: argparse.ArgumentParser, *, when: str = "", token_note: str = ""
+) -> None:
+    """``--host``, ``--port``, ``--token-env``, ``--allow-host`` and ``--allow-origin``:
+    where an HTTP server listens and whom it serves (the rules of dsh-http-guard), worded
+    the same in every command. ``when`` starts each help (e.g. ``"with --http: "``);
+    ``token_note`` ends ``--token-env``'s (what several tokens mean to this server)."""
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help=f"{when}address to bind (default 127.0.0.1; any other needs --token-env)",
+    )
+    parser.add_argument(
+        "--port",
+        type=port_number,
+        default=8000,
+        help=f"{when}port (default 8000; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--token-env",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help=f"{when}environment variable holding the bearer token every request must carry"
+        f" (required to bind a non-loopback address); repeatable{token_note}",
+    )
+    parser.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help=f"{when}also serve requests whose Host header names NAME (repeatable; '*':"
+        " any); on loopback only localhost and loopback addresses are served otherwise",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help=f"{when}also accept requests carrying Origin: ORIGIN, e.g. https://app.example"
+        " (repeatable)",
+    )
+
+
+class UsageError(DshError):
+    """A command's configuration problem (no preset, no model, a bad option): the
+    command reports it in one line and exits with status 2."""
+
+
+def served_preset(value: str | None, *, trust: bool = False) -> Preset:
+    """The preset a server command serves: :func:`~dsh.core.find_preset` of ``value``,
+    which must exist and have a model (``dsh run``'s rule,
+    :func:`~dsh.core.models.require_model`); :class:`UsageError` saying what is wrong."""
+    from dsh.core._env_model import NoModelError, require_model
+    from dsh.core._presets import PresetError
+    from dsh.core._trust import find_preset
+
+    try:
+        preset = find_preset(value, trust=trust)
+        if preset is None:
+            raise UsageError("no preset: pass --preset FILE (or put a dsh.toml here)")
+        require_model(preset)
+    except (PresetError, NoModelError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    return preset
+
+
+def log_to_stderr(prog: str, level: str) -> None:
+    """Send this process's log to stderr at ``level`` (a ``--log-level`` value), each
+    line starting with ``prog`` (``dsh a2a: WARNING dsh.a2a: ...``)."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, level.upper(), logging.WARNING),
+        format=f"{prog}: %(levelname)s %(name)s: %(message)s",
+    )
+
+
+class _Command(Protocol):
+    help: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def run_standalone(command: _Command, prog: str, argv: Sequence[str] | None = None) -> int:
+    """Run a ``dsh.commands`` command without dsh-cli (``python -m dsh.a2a``): its
+    options parsed from ``argv`` (default ``sys.argv[1:]``) under the name ``prog``;
+    returns the exit status."""
+    parser = argparse.ArgumentParser(prog=prog, description=command.help)
+    command.add_arguments(parser)
+    return command.run(parser.parse_args(argv))

@@ -1,13 +1,12 @@
-"""The ``dsh mcp`` subcommand (a ``dsh.commands`` entry point) and ``python -m dsh.mcp``.
+"""``dsh mcp`` for dsh-cli's ``dsh.commands`` group, and ``python -m dsh.mcp`` without it.
 
-Importing this module is cheap (``dsh --help`` imports it): the server and the MCP
-SDK are imported only when the command runs.
+Only argparse is needed to build its options: the MCP SDK and the server are loaded
+once the command runs (``dsh --help`` imports this module).
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 __all__ = ["McpCommand", "command"]
 
@@ -20,9 +19,10 @@ class McpCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The options of ``dsh mcp`` (see docs/serving-mcp.md)."""
         from dsh.core.argtypes import (
+            add_http_arguments,
             add_log_level_argument,
+            add_preset_argument,
             add_trust_argument,
-            port_number,
             positive_int,
         )
 
@@ -31,9 +31,7 @@ class McpCommand:
             " dsh-tool-subagent row becomes a tool that delegates to its provider, with"
             " progress notifications, cancellation and the child's usage."
         )
-        parser.add_argument(
-            "--preset", metavar="FILE|NAME", help="preset file or named preset to serve"
-        )
+        add_preset_argument(parser, "preset file or named preset to serve")
         add_trust_argument(parser)
         parser.add_argument("--name", help="the server's name (default dsh-<preset name>)")
         parser.add_argument(
@@ -51,53 +49,18 @@ class McpCommand:
             action="store_true",
             help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
         )
-        parser.add_argument(
-            "--host",
-            default="127.0.0.1",
-            help="with --http: address to bind (default 127.0.0.1; any other needs --token-env)",
-        )
-        parser.add_argument(
-            "--port",
-            type=port_number,
-            default=8000,
-            help="with --http: port (default 8000; 0 picks a free one)",
-        )
-        parser.add_argument(
-            "--token-env",
-            metavar="NAME",
-            action="append",
-            default=[],
-            help="with --http: environment variable holding the bearer token every request"
-            " must carry (required to bind a non-loopback address; repeatable)",
-        )
-        parser.add_argument(
-            "--allow-host",
-            metavar="NAME",
-            action="append",
-            default=[],
-            help="with --http: also serve requests whose Host header names NAME (repeatable)",
-        )
-        parser.add_argument(
-            "--allow-origin",
-            metavar="ORIGIN",
-            action="append",
-            default=[],
-            help="with --http: also accept requests carrying Origin: ORIGIN (repeatable)",
-        )
+        add_http_arguments(parser, when="with --http: ")
         add_log_level_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         """Serve until stdin closes (stdio) or a signal; returns the exit status."""
+        from dsh.core.argtypes import preset_argument
         from dsh.mcp._options import ServeOptions
         from dsh.mcp._serve import serve_command
 
-        preset = args.preset
-        local = Path.cwd() / "dsh.toml"
-        if preset is None and args.trust and local.is_file():
-            preset = str(local)  # named explicitly: used without the trust check
         return serve_command(
             ServeOptions(
-                preset=preset,
+                preset=preset_argument(args),
                 name=args.name,
                 sessions_dir=args.sessions_dir,
                 max_line_bytes=args.max_line_bytes,
@@ -118,6 +81,6 @@ command = McpCommand()
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dsh.mcp [options]`` (the same as ``dsh mcp [options]``)."""
-    parser = argparse.ArgumentParser(prog="dsh mcp", description=command.help)
-    command.add_arguments(parser)
-    return command.run(parser.parse_args(argv))
+    from dsh.core.argtypes import run_standalone
+
+    return run_standalone(command, "dsh mcp", argv)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from dsh.core import DshError, Preset
+from dsh.core.argtypes import UsageError, log_to_stderr, served_preset
 from dsh.core.lifecycle import on_stop_signals
 from dsh.mcp._options import ServeOptions
 
@@ -35,32 +36,10 @@ __all__ = ["serve_command"]
 _log = logging.getLogger("dsh.mcp")
 
 
-class UsageError(DshError):
-    """A configuration problem: reported in one line, exit status 2."""
-
-
-def _load(options: ServeOptions) -> Preset:
-    from dsh.core import PresetError, find_preset
-    from dsh.core.models import NoModelError, require_model
-
-    try:
-        preset = find_preset(options.preset)
-        if preset is None:
-            raise UsageError("no preset: pass --preset FILE (or put a dsh.toml here)")
-        require_model(preset)  # the rule of dsh run
-    except (PresetError, NoModelError, OSError) as exc:
-        raise UsageError(str(exc)) from None
-    return preset
-
-
 def serve_command(options: ServeOptions) -> int:
     """Serve until stdin closes or a signal; the exit status (0, 2 on a configuration
     problem, 128 + the signal's number after SIGTERM / SIGINT / SIGHUP)."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, options.log_level.upper(), logging.WARNING),
-        format="dsh mcp: %(levelname)s %(name)s: %(message)s",
-    )
+    log_to_stderr("dsh mcp", options.log_level)
     try:
         tokens: dict[str, str] = {}
         if options.http:
@@ -72,7 +51,7 @@ def serve_command(options: ServeOptions) -> int:
                 raise UsageError(str(exc)) from None
         elif options.token_envs:
             raise UsageError("--token-env applies to --http only (stdio needs no token)")
-        preset = _load(options)
+        preset = served_preset(options.preset)
         return asyncio.run(_serve(options, preset, tokens))
     except UsageError as exc:
         print(f"dsh mcp: {exc}", file=sys.stderr)

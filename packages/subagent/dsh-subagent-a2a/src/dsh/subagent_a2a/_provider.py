@@ -8,12 +8,12 @@ from types import ModuleType
 import anyio
 
 from dsh.subagent import (
-    NO_START_CAPABILITIES,
     StartAborted,
     SubagentCapabilities,
     SubagentRun,
     SubagentStartRequest,
 )
+from dsh.subagent.kit import peer_capabilities
 from dsh.subagent_a2a._config import A2AProviderConfig
 
 __all__ = ["A2AProvider"]
@@ -50,10 +50,8 @@ class A2AProvider:
     def __init__(self, config: A2AProviderConfig) -> None:
         self.config = config
         self.name = config.name
-        self.capabilities: SubagentCapabilities = (
-            SubagentCapabilities(depth_limit=config.depth_limit, budget=config.budget)
-            if config.depth_limit or config.budget
-            else NO_START_CAPABILITIES
+        self.capabilities: SubagentCapabilities = peer_capabilities(
+            config.depth_limit, config.budget
         )
 
     def __repr__(self) -> str:

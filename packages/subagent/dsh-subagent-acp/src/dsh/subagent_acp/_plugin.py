@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dsh.core import Context, EffectScope, Plugin
-from dsh.subagent import SubagentRuntime
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._provider import AcpProvider
 
@@ -14,11 +13,7 @@ def apply(ctx: Context, config: AcpProviderConfig, effects: EffectScope) -> None
     """Register an ACP provider named ``config.name`` (``acp`` by default); with a pool,
     warm it up now (it closes with the context, or when the row is unloaded). A row
     ``sandbox`` wider than the preset's ``[sandbox]`` fails the load."""
-    config.sandbox_policy(ctx.sandbox, strict=True, what=f'the "{config.name}" provider')
-    provider = AcpProvider(config)
-    effects.add(SubagentRuntime.of(ctx).register_provider(provider))
-    effects.add(provider.aclose)
-    provider.pool(ctx)
+    AcpProvider(config).register(ctx, effects)
 
 
 plugin = Plugin("dsh-subagent-acp", apply, AcpProviderConfig)

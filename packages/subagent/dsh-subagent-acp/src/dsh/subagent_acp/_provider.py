@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Mapping
 
 from dsh.core import Context
 from dsh.subagent import (
-    NO_START_CAPABILITIES,
-    SubagentCapabilities,
     SubagentRun,
     SubagentStartRequest,
 )
-from dsh.subagent.kit import process_max_running
+from dsh.subagent.kit import peer_capabilities, process_max_running
 from dsh.subagent_acp._agent import AcpAgentProcess, start_pooled
 from dsh.subagent_acp._config import AcpProviderConfig
 from dsh.subagent_acp._run import AcpRun
-from dsh.subprocess import PoolsByContext, ProcessPool, provider_env, provider_sandbox
+from dsh.subprocess import PooledProvider, Sandbox, Starting, provider_env
 
 __all__ = ["AcpProvider"]
 
 
-class AcpProvider:
+class AcpProvider(PooledProvider[AcpAgentProcess]):
     """Runs each child as a configured ACP agent process.
 
     ``start`` spawns the command in its own process group with a credential-scrubbed
@@ -43,18 +41,12 @@ class AcpProvider:
     inherits_parent_context = False
 
     def __init__(self, config: AcpProviderConfig) -> None:
+        super().__init__(config, config.pool)
         self.config = config
         self.name = config.name
-        self.capabilities: SubagentCapabilities = (
-            SubagentCapabilities(depth_limit=config.depth_limit, budget=config.budget)
-            if config.depth_limit or config.budget
-            else NO_START_CAPABILITIES
-        )
+        self.capabilities = peer_capabilities(config.depth_limit, config.budget)
         self.max_running: int | None = process_max_running()
         """Default cap on running children: the cores (a preset's caps override it)."""
-        self._pools: PoolsByContext[AcpAgentProcess] | None = (
-            PoolsByContext(self._make_pool) if config.pool.enabled else None
-        )
 
     def __repr__(self) -> str:
         return f"<AcpProvider {self.name}: {' '.join(self.config.argv)}>"
@@ -65,33 +57,15 @@ class AcpProvider:
         pool = self.pool(request.parent.ctx)
         return await AcpRun(self.name, request, self.config, pool).launch()
 
-    def pool(self, ctx: Context) -> ProcessPool[AcpAgentProcess] | None:
-        """The context's warm pool (started on first use); None when pooling is off or
-        the context is closing."""
-        return self._pools.get(ctx) if self._pools is not None else None
+    def pool_env(self, ctx: Context) -> dict[str, str]:
+        """The row's environment; OTEL_* while tracing is on (a run's depth variables
+        go in each session's ``_meta.dsh``)."""
+        return provider_env(self.config, telemetry=ctx.tracing.enabled)
 
-    async def aclose(self) -> None:
-        """Close the warm pools (processes a run holds close when it is done)."""
-        if self._pools is not None:
-            await self._pools.aclose()
-
-    def _make_pool(self, ctx: Context) -> ProcessPool[AcpAgentProcess]:
-        config = self.config
-        # no run's depth variables (those go in _meta.dsh); OTEL_* while tracing is on
-        env = provider_env(config, telemetry=ctx.tracing.enabled)
-        cwd = config.cwd or ctx.cwd
-        sandbox = provider_sandbox(config, ctx.sandbox, env)
-        start = functools.partial(
-            start_pooled, provider=self.name, config=config, env=env, cwd=cwd, sandbox=sandbox
-        )
-        return ProcessPool(
-            start,
-            config.pool,
-            name=self.name,
-            env=env,
-            cwd=cwd,
-            sandbox=sandbox,
-            start_timeout=config.start_timeout,
-            eof_grace=config.eof_grace,
-            term_grace=config.term_grace,
+    async def start_pooled(
+        self, starting: Starting, *, env: Mapping[str, str], cwd: str, sandbox: Sandbox | None
+    ) -> AcpAgentProcess:
+        """Start one agent process for the pool and ``initialize`` it."""
+        return await start_pooled(
+            starting, provider=self.name, config=self.config, env=env, cwd=cwd, sandbox=sandbox
         )

@@ -33,7 +33,7 @@ from dsh.core import AbortSignal, Agent, Tool, ToolContext, ToolResult
 from dsh.subagent import SubagentProgress
 from dsh.subagent_acp._config import WorkspaceTools
 from dsh.subagent_acp._connection import RemoteError
-from dsh.subprocess import TERMINAL_EXTENSION, ProcessStartError, Terminal
+from dsh.subprocess import TERMINAL_EXTENSION, ProcessStartError, Terminal, env_from_pairs
 
 __all__ = ["WORKSPACE_METHODS", "SharedWorkspace"]
 
@@ -362,18 +362,11 @@ def _count(params: Mapping[str, Any], key: str, method: str) -> int | None:
 def _env(value: Any) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, list):
-        raise RemoteError(_INVALID, "terminal/create: env must be a list of {name, value}")
-    env: dict[str, str] = {}
-    for item in value:
-        if not (
-            isinstance(item, Mapping)
-            and isinstance(item.get("name"), str)
-            and isinstance(item.get("value"), str)
-        ):
-            raise RemoteError(_INVALID, "terminal/create: env must be a list of {name, value}")
-        env[item["name"]] = item["value"]
-    return env
+    try:
+        return env_from_pairs(value)
+    except ValueError:
+        problem = "terminal/create: env must be a list of {name, value}"
+        raise RemoteError(_INVALID, problem) from None
 
 
 def _exit_status(terminal: Terminal) -> dict[str, Any]:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Mapping
 
 from dsh.core import Context, EffectScope, Plugin
-from dsh.subagent import (
-    SubagentCapabilities,
-    SubagentRun,
-    SubagentRuntime,
-    SubagentStartRequest,
-)
+from dsh.subagent import SubagentCapabilities, SubagentRun, SubagentStartRequest
 from dsh.subagent.kit import process_max_running
 from dsh.subagent_codex._appserver import CodexAppServer, base_extra_env, start_pooled
 from dsh.subagent_codex._config import CodexConfig
 from dsh.subagent_codex._run import CodexRun
-from dsh.subprocess import PoolsByContext, ProcessPool, provider_env, provider_sandbox
+from dsh.subprocess import PooledProvider, Sandbox, Starting, provider_env
 
 __all__ = ["CodexProvider", "plugin"]
 
@@ -23,7 +18,7 @@ _BUDGET_ONLY = SubagentCapabilities(budget=True)
 """A budget is enforced from this side (the run's ``budget_caps``); nothing else."""
 
 
-class CodexProvider:
+class CodexProvider(PooledProvider[CodexAppServer]):
     """Runs each delegated task as a one-shot ``codex app-server`` child.
 
     One process per run: ``initialize``, an ephemeral thread in the child cwd
@@ -44,13 +39,11 @@ class CodexProvider:
 
     def __init__(self, config: CodexConfig | None = None) -> None:
         self.config = config or CodexConfig()
+        super().__init__(self.config, self.config.pool, self.config.pool.concurrency)
         self.name = self.config.name
-        self.capabilities: SubagentCapabilities = _BUDGET_ONLY
+        self.capabilities = _BUDGET_ONLY
         self.max_running: int | None = process_max_running()
         """Default cap on running children: the cores (a preset's caps override it)."""
-        self._pools: PoolsByContext[CodexAppServer] | None = (
-            PoolsByContext(self._make_pool) if self.config.pool.enabled else None
-        )
 
     async def start(self, request: SubagentStartRequest) -> SubagentRun:
         """Start ``codex app-server`` (or take a warm one), handshake, and publish the run.
@@ -63,45 +56,23 @@ class CodexProvider:
         pool = self.pool(request.parent.ctx)
         return await CodexRun(self.config, request, pool).launch()
 
-    def pool(self, ctx: Context) -> ProcessPool[CodexAppServer] | None:
-        """The context's warm pool (started on first use); None when pooling is off or
-        the context is closing."""
-        return self._pools.get(ctx) if self._pools is not None else None
+    def pool_env(self, ctx: Context) -> dict[str, str]:
+        """The row's environment and codex's own variables; no run's depth variables
+        (each thread gets them) and no trace context."""
+        return provider_env(self.config, base_extra_env(self.config))
 
-    async def aclose(self) -> None:
-        """Close the warm pools (app-servers a run holds close when it is done)."""
-        if self._pools is not None:
-            await self._pools.aclose()
-
-    def _make_pool(self, ctx: Context) -> ProcessPool[CodexAppServer]:
-        config = self.config
-        # no run's depth variables (each thread gets them) and no trace context
-        env = provider_env(config, base_extra_env(config))
-        cwd = config.cwd or ctx.cwd
-        sandbox = provider_sandbox(config, ctx.sandbox, env)
-        return ProcessPool(
-            functools.partial(start_pooled, config=config, env=env, cwd=cwd, sandbox=sandbox),
-            config.pool,
-            name=self.name,
-            env=env,
-            cwd=cwd,
-            sandbox=sandbox,
-            concurrency=config.pool.concurrency,
-            start_timeout=config.start_timeout,
-            eof_grace=config.eof_grace,
-            term_grace=config.term_grace,
-        )
+    async def start_pooled(
+        self, starting: Starting, *, env: Mapping[str, str], cwd: str, sandbox: Sandbox | None
+    ) -> CodexAppServer:
+        """Start one app-server for the pool and handshake."""
+        return await start_pooled(starting, config=self.config, env=env, cwd=cwd, sandbox=sandbox)
 
 
 def _apply(ctx: Context, config: CodexConfig, effects: EffectScope) -> None:
     """Register a codex provider named ``config.name`` (default ``codex``); with a pool,
     warm it up now (it closes with the context, or when the row is unloaded). A row
     ``sandbox`` wider than the preset's ``[sandbox]`` fails the load."""
-    config.sandbox_policy(ctx.sandbox, strict=True, what=f'the "{config.name}" provider')
-    provider = CodexProvider(config)
-    effects.add(SubagentRuntime.of(ctx).register_provider(provider))
-    effects.add(provider.aclose)
-    provider.pool(ctx)
+    CodexProvider(config).register(ctx, effects)
 
 
 plugin = Plugin("dsh-subagent-codex", _apply, CodexConfig)

@@ -10,17 +10,15 @@ the last ``turn/end``, shared, not copied. Load it from a preset::
 from __future__ import annotations
 
 from dsh.subagent_in_process_driver import (
-    InProcessProvider,
     InProcessProviderConfig,
+    provider_factory,
     provider_plugin,
 )
 
 __all__ = ["InProcessProviderConfig", "plugin", "provider"]
 
-
-def provider(name: str = "fork") -> InProcessProvider:
-    """A ``fork`` provider instance (for registering by hand)."""
-    return InProcessProvider(name, fork=True)
-
+provider = provider_factory("fork", fork=True)
+"""``provider(name="fork")``: a ``fork`` provider instance (for registering by hand)."""
 
 plugin = provider_plugin("dsh-subagent-fork-in-process", "fork", fork=True)
+"""The ``dsh.plugins`` entry point: registers the ``fork`` provider (config ``name``)."""

@@ -12,7 +12,12 @@ from dsh.subagent_in_process_driver._driver import (
     InProcessProvider,
 )
 from dsh.subagent_in_process_driver._options import InProcessAgentOptions, parse_agent_options
-from dsh.subagent_in_process_driver._plugin import InProcessProviderConfig, provider_plugin
+from dsh.subagent_in_process_driver._plugin import (
+    InProcessProviderConfig,
+    ProviderFactory,
+    provider_factory,
+    provider_plugin,
+)
 from dsh.subagent_in_process_driver._structured import (
     STRUCTURED_OUTPUT_TOOL,
     StructuredCapture,
@@ -26,8 +31,10 @@ __all__ = [
     "InProcessAgentOptions",
     "InProcessProvider",
     "InProcessProviderConfig",
+    "ProviderFactory",
     "StructuredCapture",
     "parse_agent_options",
+    "provider_factory",
     "provider_plugin",
     "structured_output_tool",
 ]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsh.core import Context, EffectScope, Plugin
 from dsh.subagent import SubagentRuntime
 from dsh.subagent_in_process_driver._driver import InProcessProvider
 
-__all__ = ["InProcessProviderConfig", "provider_plugin"]
+__all__ = ["InProcessProviderConfig", "ProviderFactory", "provider_factory", "provider_plugin"]
 
 
 class InProcessProviderConfig(BaseModel):
@@ -36,3 +38,20 @@ def provider_plugin(
         InProcessProviderConfig,
         description=f"Register the in-process subagent provider {default_name!r}: {kind}.",
     )
+
+
+class ProviderFactory(Protocol):
+    """``provider(name=...)``: a provider instance, for registering by hand."""
+
+    def __call__(self, name: str = ...) -> InProcessProvider: ...
+
+
+def provider_factory(default_name: str, *, fork: bool) -> ProviderFactory:
+    """The ``provider(name=default_name)`` function a spawn or fork distribution exports:
+    a new :class:`InProcessProvider` (a ``fork`` one when ``fork``) to register by hand."""
+
+    def provider(name: str = default_name) -> InProcessProvider:
+        return InProcessProvider(name, fork=fork)
+
+    provider.__doc__ = f"A ``{default_name}`` provider instance (for registering by hand)."
+    return provider

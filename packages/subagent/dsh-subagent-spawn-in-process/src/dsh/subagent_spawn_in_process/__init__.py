@@ -9,17 +9,15 @@ The child has its own session and sees only the delegated prompt. Load it from a
 from __future__ import annotations
 
 from dsh.subagent_in_process_driver import (
-    InProcessProvider,
     InProcessProviderConfig,
+    provider_factory,
     provider_plugin,
 )
 
 __all__ = ["InProcessProviderConfig", "plugin", "provider"]
 
-
-def provider(name: str = "spawn") -> InProcessProvider:
-    """A ``spawn`` provider instance (for registering by hand)."""
-    return InProcessProvider(name, fork=False)
-
+provider = provider_factory("spawn", fork=False)
+"""``provider(name="spawn")``: a ``spawn`` provider instance (for registering by hand)."""
 
 plugin = provider_plugin("dsh-subagent-spawn-in-process", "spawn", fork=False)
+"""The ``dsh.plugins`` entry point: registers the ``spawn`` provider (config ``name``)."""

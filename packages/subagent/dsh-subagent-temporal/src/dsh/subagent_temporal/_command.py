@@ -1,7 +1,7 @@
 """``dsh worker`` (a ``dsh.commands`` entry point) and ``python -m dsh.subagent_temporal worker``.
 
-Importing this module is cheap (``dsh --help`` imports it): the SDK and the worker
-are imported only when the command runs.
+The Temporal SDK and the worker itself are imported by :meth:`WorkerCommand.run`, not
+here: ``dsh --help`` reads this module's options on every start.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class WorkerCommand:
         from dsh.core.argtypes import (
             add_log_level_argument,
             add_otel_argument,
+            add_preset_argument,
             add_trust_argument,
             non_negative_float,
             positive_float,
@@ -41,10 +42,9 @@ class WorkerCommand:
             " TEMPORAL_* environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,"
             " TEMPORAL_API_KEY, TEMPORAL_TLS_*). SIGTERM drains."
         )
-        parser.add_argument(
-            "--preset",
-            metavar="FILE|NAME",
-            help="the worker's preset: the providers, model and tools children get"
+        add_preset_argument(
+            parser,
+            "the worker's preset: the providers, model and tools children get"
             " (default: ./dsh.toml, else the standard preset)",
         )
         add_trust_argument(parser)
@@ -106,13 +106,10 @@ class WorkerCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         """Run until SIGTERM / SIGINT; returns the exit status (2: configuration)."""
-        logging.basicConfig(
-            stream=sys.stderr,
-            level=getattr(logging, args.log_level.upper(), logging.WARNING),
-            format="dsh worker: %(levelname)s %(name)s: %(message)s",
-        )
         from dsh.core import PresetError, find_preset
-        from dsh.core.argtypes import apply_otel_argument
+        from dsh.core.argtypes import apply_otel_argument, log_to_stderr
+
+        log_to_stderr("dsh worker", args.log_level)
         from dsh.subagent_temporal._worker import WorkerOptions, serve
 
         apply_otel_argument(args)  # the switch: contexts opened here trace

@@ -1,5 +1,6 @@
 """What every out-of-process provider shares by name: its time limits
-(:class:`RemoteTimeouts`) and the stage a failure happened in (:class:`Stages`)."""
+(:class:`RemoteTimeouts`), the stage a failure happened in (:class:`Stages`), and the
+capabilities a row declares for its peer (:func:`peer_capabilities`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DEFAULT_TURN_TIMEOUT", "RemoteTimeouts", "Stages"]
+from dsh.subagent._types import NO_START_CAPABILITIES, SubagentCapabilities
+
+__all__ = ["DEFAULT_TURN_TIMEOUT", "RemoteTimeouts", "Stages", "peer_capabilities"]
 
 DEFAULT_TURN_TIMEOUT = 900.0
 """Seconds a remote child's turn may take by default before it is stopped and the run
@@ -62,3 +65,12 @@ class Stages:
             elif not isinstance(error, OSError | TimeoutError):
                 reason = f"{type(error).__name__}: {reason}"
         return f"{self.provider} {self.current} failed: {reason}"
+
+
+def peer_capabilities(depth_limit: bool, budget: bool) -> SubagentCapabilities:
+    """The start capabilities of a provider whose child is another agent that may be a
+    dsh (acp, a2a): ``depth_limit`` and ``budget`` as its row declares the agent honours
+    them (the start then checks the agent confirms it); nothing else."""
+    if depth_limit or budget:
+        return SubagentCapabilities(depth_limit=depth_limit, budget=budget)
+    return NO_START_CAPABILITIES

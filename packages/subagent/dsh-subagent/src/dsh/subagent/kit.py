@@ -13,6 +13,8 @@
 * :class:`RemoteTimeouts` — ``start_timeout`` / ``turn_timeout`` / ``cancel_grace``,
   the same names for every provider (subclass it for your config).
 * :class:`Stages` — name the stage a failure happened in.
+* :func:`peer_capabilities` — ``depth_limit`` / ``budget`` as a row declares its peer
+  agent honours them (acp, a2a).
 * :func:`cap_diagnostic`, :func:`redact_secrets`, :func:`clean_text` — safe diagnostics.
 * :class:`DelegationRelay` — for servers (``dsh acp``, ``dsh a2a``): the delegations
   under a served agent as path-relative progress items, and their usage;
@@ -51,7 +53,12 @@ from dsh.subagent._meter import BudgetMeters
 from dsh.subagent._relay import DelegationRelay, RelayWatch, turn_usage
 from dsh.subagent._remote import RemoteRun
 from dsh.subagent._remote_budget import RemoteBudget
-from dsh.subagent._remote_config import DEFAULT_TURN_TIMEOUT, RemoteTimeouts, Stages
+from dsh.subagent._remote_config import (
+    DEFAULT_TURN_TIMEOUT,
+    RemoteTimeouts,
+    Stages,
+    peer_capabilities,
+)
 from dsh.subagent._tape_route import TAPE_PROXY_VARIABLE, taped_url
 from dsh.subagent._validation import check_output_schema, effective_max_depth
 
@@ -74,6 +81,7 @@ __all__ = [
     "check_output_schema",
     "clean_text",
     "effective_max_depth",
+    "peer_capabilities",
     "plain_value",
     "process_max_running",
     "redact_secrets",

@@ -20,7 +20,8 @@ starts processes:
 * :class:`ProcessPool` — warm processes for runs to take (:class:`PoolConfig`:
   ``size``, ``max_runs``, ``idle_timeout``), recycled after errors, cancels, too
   many runs, an exit, or idleness; a transport subclasses :class:`PooledProcess`;
-  :class:`PoolsByContext` gives a provider one pool per context, closed with it;
+  :class:`PoolsByContext` gives a provider one pool per context, closed with it
+  (:class:`PooledProvider`: the base of a provider that keeps warm processes);
   :func:`start_pooled_process` is a pool's ``start`` (spawn, connect, handshake).
 * :class:`Terminal` — a command running in the background with the tail of its
   output (ACP's ``terminal/*``); a tool offers a :class:`TerminalOpener` under
@@ -33,12 +34,18 @@ crashed dsh process left behind.
 
 from dsh.subprocess._config import SubprocessConfig
 from dsh.subprocess._cwd import check_directory, resolve_child_cwd
-from dsh.subprocess._env import SAFE_ENV_NAMES, EnvNames, EnvVariables, scrubbed_env
+from dsh.subprocess._env import (
+    SAFE_ENV_NAMES,
+    EnvNames,
+    EnvVariables,
+    env_from_pairs,
+    scrubbed_env,
+)
 from dsh.subprocess._errors import ProcessStartError
 from dsh.subprocess._pool import ProcessPool
 from dsh.subprocess._pool_start import start_pooled_process
 from dsh.subprocess._pooled import PoolClosed, PoolConfig, PooledProcess, Starting
-from dsh.subprocess._pools import PoolsByContext
+from dsh.subprocess._pools import PooledProvider, PoolsByContext
 from dsh.subprocess._process import ChildProcess, Ending
 from dsh.subprocess._run import SubprocessRun, provider_env, provider_sandbox
 from dsh.subprocess._sandbox import Sandbox, SandboxUnavailableError, check_sandbox
@@ -59,6 +66,7 @@ __all__ = [
     "PoolClosed",
     "PoolConfig",
     "PooledProcess",
+    "PooledProvider",
     "PoolsByContext",
     "ProcessPool",
     "ProcessStartError",
@@ -73,6 +81,7 @@ __all__ = [
     "TerminalOpener",
     "check_directory",
     "check_sandbox",
+    "env_from_pairs",
     "provider_env",
     "provider_sandbox",
     "resolve_child_cwd",

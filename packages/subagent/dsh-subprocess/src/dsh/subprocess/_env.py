@@ -8,7 +8,14 @@ from typing import Annotated, TypeVar
 
 from pydantic import AfterValidator
 
-__all__ = ["SAFE_ENV_NAMES", "EnvNames", "EnvVariables", "check_env_name", "scrubbed_env"]
+__all__ = [
+    "SAFE_ENV_NAMES",
+    "EnvNames",
+    "EnvVariables",
+    "check_env_name",
+    "env_from_pairs",
+    "scrubbed_env",
+]
 
 SAFE_ENV_NAMES = frozenset(
     {
@@ -101,3 +108,19 @@ def scrubbed_env(
                 raise TypeError(f"env value for {name!r} must be a string, got {value!r}")
             env[name] = value
     return env
+
+
+def env_from_pairs(value: object) -> dict[str, str]:
+    """ACP's environment list, ``[{"name": ..., "value": ...}]`` (``terminal/create``,
+    MCP server rows), as a dict; ``ValueError`` saying what is not such a list
+    ("must be a list of {name, value} objects, got ...")."""
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of {{name, value}} objects, got {value!r}")
+    pairs: dict[str, str] = {}
+    for item in value:
+        name = item.get("name") if isinstance(item, Mapping) else None
+        text = item.get("value") if isinstance(item, Mapping) else None
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise ValueError(f"must be a list of {{name, value}} objects, got {item!r}")
+        pairs[name] = text
+    return pairs

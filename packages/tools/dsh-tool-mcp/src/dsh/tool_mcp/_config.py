@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dsh.core.permissions import PermissionPolicy, SandboxConfig
 from dsh.core.plugins import validation_problems
-from dsh.subprocess import EnvVariables
+from dsh.subprocess import EnvVariables, env_from_pairs
 from dsh.tool_mcp._errors import McpConfigError
 from dsh.tool_mcp._transports import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -332,15 +332,7 @@ def _pairs(value: object, field: str) -> dict[str, str]:
         return {}
     if isinstance(value, Mapping):
         return {str(k): str(v) for k, v in value.items()}
-    if not isinstance(value, list):
-        raise TypeError(f"{field} must be a list of {{name, value}} objects")
-    pairs: dict[str, str] = {}
-    for item in value:
-        if not (
-            isinstance(item, Mapping)
-            and isinstance(item.get("name"), str)
-            and isinstance(item.get("value"), str)
-        ):
-            raise TypeError(f"{field} must be a list of {{name, value}} objects, got {item!r}")
-        pairs[item["name"]] = item["value"]
-    return pairs
+    try:
+        return env_from_pairs(value)
+    except ValueError as exc:
+        raise TypeError(f"{field} {exc}") from None

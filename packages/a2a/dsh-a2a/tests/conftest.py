@@ -24,6 +24,7 @@ from a2a.types import Message, Part, Role, SendMessageRequest
 from dsh.testing.fixtures import (
     KEYED_PRESET,
     ServingProcess,
+    keyed_preset_file,
     keyed_rule,
     plugin_rows,
     start_serving,
@@ -203,9 +204,7 @@ def kit() -> Any:
 def keyed_preset(tmp_path: Path) -> Path:
     """A preset whose model says ``Done: <prompt>`` in three chunks; "hang" hangs until
     cancelled, "fail" fails."""
-    path = tmp_path / "agent.toml"
-    path.write_text(KEYED_PRESET, encoding="utf-8")
-    return path
+    return keyed_preset_file(tmp_path / "agent.toml")
 
 
 @pytest.fixture(scope="module")
@@ -213,9 +212,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``dsh a2a`` (through ``dsh``'s ``a2a`` subcommand) serving the keyed preset; one per
     test module."""
     tmp = tmp_path_factory.mktemp("dsh-a2a")
-    preset = tmp / "agent.toml"
-    preset.write_text(KEYED_PRESET, encoding="utf-8")
-    running = start_server(tmp, preset, via_cli=True)
+    running = start_server(tmp, keyed_preset_file(tmp / "agent.toml"), via_cli=True)
     try:
         yield running
     finally:

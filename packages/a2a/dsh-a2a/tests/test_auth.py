@@ -4,8 +4,6 @@ logs (stderr at debug level). Binding a non-loopback address without a token is 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,8 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory
 from a2a.types import ListTasksRequest, TaskState
+
+from dsh.testing.processes import run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -77,38 +77,36 @@ async def test_requests_without_the_token_get_401_and_create_no_task(
     assert TOKEN[::-1] not in log
 
 
-def run_cli(tmp_path: Path, preset: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+def dsh_a2a(tmp_path: Path, preset: Path, *args: str, env: dict[str, str] | None = None) -> Any:
     import os
 
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.a2a", "--preset", str(preset), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return run_cli(
+        "dsh.a2a",
+        ["--preset", str(preset), *args],
         cwd=tmp_path,
         env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
+        timeout=60,
     )
 
 
 def test_a_non_loopback_bind_needs_a_token(tmp_path: Path, keyed_preset: Path) -> None:
-    done = run_cli(tmp_path, keyed_preset, "--host", "0.0.0.0", "--port", "0")
+    done = dsh_a2a(tmp_path, keyed_preset, "--host", "0.0.0.0", "--port", "0")
     assert done.returncode == 2
     assert "refusing to bind 0.0.0.0 without authentication: pass --token-env" in done.stderr
     assert "serving" not in done.stderr
 
-    done = run_cli(tmp_path, keyed_preset, "--host", "0.0.0.0", "--token-env", "DSH_A2A_UNSET_X")
+    done = dsh_a2a(tmp_path, keyed_preset, "--host", "0.0.0.0", "--token-env", "DSH_A2A_UNSET_X")
     assert done.returncode == 2
     assert "DSH_A2A_UNSET_X: the environment variable is not set or empty" in done.stderr
 
 
 def test_configuration_problems_exit_2(tmp_path: Path, keyed_preset: Path) -> None:
-    done = run_cli(tmp_path, keyed_preset, "--port", "0", "--task-store", "mysql://db/x")
+    done = dsh_a2a(tmp_path, keyed_preset, "--port", "0", "--task-store", "mysql://db/x")
     assert done.returncode == 2
     assert "--task-store: unsupported database 'mysql'" in done.stderr
 
     secret_url = "postgresql://dsh:hunter2@127.0.0.1:1/tasks"
-    done = run_cli(tmp_path, keyed_preset, "--port", "0", "--task-store", secret_url)
+    done = dsh_a2a(tmp_path, keyed_preset, "--port", "0", "--task-store", secret_url)
     assert done.returncode == 2
     # a TaskStoreError is a DshError: its text shows no credential of a URL at all
     assert "postgresql://***@127.0.0.1:1/tasks" in done.stderr
@@ -116,10 +114,10 @@ def test_configuration_problems_exit_2(tmp_path: Path, keyed_preset: Path) -> No
 
     modelless = tmp_path / "modelless.toml"
     modelless.write_text('[agent]\npersona = "nobody"\n')
-    done = run_cli(tmp_path, modelless, "--port", "0")
+    done = dsh_a2a(tmp_path, modelless, "--port", "0")
     assert done.returncode == 2
     assert "no model is configured" in done.stderr
 
-    done = run_cli(tmp_path, tmp_path / "missing.toml", "--port", "0")
+    done = dsh_a2a(tmp_path, tmp_path / "missing.toml", "--port", "0")
     assert done.returncode == 2
     assert "missing.toml" in done.stderr

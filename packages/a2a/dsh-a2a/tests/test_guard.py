@@ -16,6 +16,8 @@ import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import ListTasksRequest, TaskState
 
+from dsh.testing.processes import run_cli
+
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 
@@ -267,8 +269,6 @@ async def test_silent_slow_and_idle_connections_are_closed(
 
 def test_the_options_are_validated(tmp_path: Path, keyed_preset: Path) -> None:
     import os
-    import subprocess
-    import sys
 
     cases = {
         ("--max-body-bytes", "0"): "must be at least 1, got 0",
@@ -276,14 +276,12 @@ def test_the_options_are_validated(tmp_path: Path, keyed_preset: Path) -> None:
         ("--max-tasks", "x"): "not an integer: 'x'",
     }
     for bad, said in cases.items():
-        done = subprocess.run(
-            [sys.executable, "-m", "dsh.a2a", "--preset", str(keyed_preset), "--port", "0", *bad],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        done = run_cli(
+            "dsh.a2a",
+            ["--preset", str(keyed_preset), "--port", "0", *bad],
             cwd=tmp_path,
             env=dict(os.environ),
-            stdin=subprocess.DEVNULL,
+            timeout=60,
         )
         assert done.returncode == 2, (bad, done.stderr)
         assert f"argument {bad[0]}: {said}" in done.stderr, done.stderr

@@ -8,10 +8,7 @@ OpenAI chat server on 127.0.0.1 (``dsh-llm-openai``, the real HTTP wire)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import select
 import subprocess
 import sys
 import time
@@ -39,6 +36,7 @@ from dsh.testing.model_servers import (
     StreamFaults,
     echo_last_user_message,
 )
+from dsh.testing.processes import ThreadlessJsonLinesProcess
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,64 +56,19 @@ options = {{ base_url = "{api_base}", api_key_env = "", read_timeout = 30.0 }}
 """
 
 
-class Acp:
-    """``python -m dsh.cli acp`` on pipes; raw lines in, parsed lines out.
-
-    No reader thread: the test reads the protocol pipe itself (select + os.read), so
-    it can close its read end for real (a thread blocked in read() would keep it open).
-    """
+class Acp(ThreadlessJsonLinesProcess):
+    """``python -m dsh.cli acp`` on pipes; raw lines in, parsed lines out. No reader
+    thread, so a test can close its read end for real (:meth:`close_output`)."""
 
     def __init__(self, tmp_path: Path, preset: str, *extra: str) -> None:
         preset_file = tmp_path / "agent.toml"
         preset_file.write_text(preset, encoding="utf-8")
-        self.stderr_path = tmp_path / "dsh-acp.stderr"
-        read_end, write_end = os.pipe()
-        with open(self.stderr_path, "ab") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(preset_file), *extra],
-                stdin=subprocess.PIPE,
-                stdout=write_end,
-                stderr=stderr,
-                cwd=tmp_path,
-            )
-        os.close(write_end)
-        self.out: int | None = read_end
-        self.buffer = b""
-        self.next_id = 0
-
-    def send(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
-
-    def request(self, method: str, params: Any = None) -> int:
-        self.next_id += 1
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(json.dumps(message).encode() + b"\n")
-        return self.next_id
-
-    def receive(self, timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            assert self.out is not None
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.out], [], [], left)[0]:
-                raise TimeoutError(f"no message from dsh acp within {timeout} s")
-            chunk = os.read(self.out, 65536)
-            assert chunk, f"dsh acp closed its stdout: {self.stderr()}"
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def answer(self, request_id: Any, timeout: float = 30.0) -> Any:
-        """The response to ``request_id`` (notifications before it are skipped)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            message = self.receive(max(deadline - time.monotonic(), 0.01))
-            if "method" not in message and message.get("id") == request_id:
-                return message
+        super().__init__(
+            [sys.executable, "-m", "dsh.cli", "acp", "--preset", str(preset_file), *extra],
+            tmp_path,
+            tmp_path / "dsh-acp.stderr",
+            name="dsh acp",
+        )
 
     def initialize(self) -> None:
         answer = self.answer(self.request("initialize", {"protocolVersion": 1}))
@@ -129,27 +82,6 @@ class Acp:
     def prompt(self, session_id: str, text: str) -> int:
         params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
         return self.request("session/prompt", params)
-
-    def close_output(self) -> None:
-        """Close the client's read end of dsh acp's stdout (stdin stays open)."""
-        if self.out is not None:
-            os.close(self.out)
-            self.out = None
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def close(self) -> int | None:
-        if self.process.stdin is not None and not self.process.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
-                self.process.stdin.close()
-        try:
-            return self.process.wait(timeout=15)
-        finally:
-            if self.process.returncode is None:
-                self.process.kill()
-                self.process.wait()
-            self.close_output()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent
+from acp import PROTOCOL_VERSION, Client, RequestError
 from acp.core import ClientSideConnection
 from acp.schema import (
     PermissionOption,
@@ -22,7 +21,7 @@ from acp.schema import (
 )
 
 from dsh.testing._acp_fixtures import ECHO_TOOL_RULE, hello_preset
-from dsh.testing.fixtures import FAIL_RULE, HANG_RULE, plugin_rows
+from dsh.testing.fixtures import FAIL_RULE, HANG_RULE, dsh_acp_child, plugin_rows
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -70,38 +69,18 @@ async def dsh_acp(
     """Spawn ``python -m dsh.cli acp --preset P [extra]`` and connect a client to it."""
     preset_file = tmp_path / "agent.toml"
     preset_file.write_text(preset, encoding="utf-8")
-    stderr = open(tmp_path / "dsh-acp.stderr", "ab")  # noqa: SIM115
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "dsh.cli",
-        "acp",
-        "--preset",
-        str(preset_file),
-        *extra,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=stderr,
-        cwd=tmp_path,
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    conn = connect_to_agent(recorder, process.stdin, process.stdout, observers=[recorder.observe])
-    try:
-        yield Server(process, conn)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await conn.close()
-            process.stdin.close()
-            try:
-                with anyio.fail_after(10):
-                    code = await process.wait()
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-                stderr.close()
-    assert code == 0, (tmp_path / "dsh-acp.stderr").read_text()
+    args = ["--preset", str(preset_file), *extra]
+    with open(tmp_path / "dsh-acp.stderr", "ab") as stderr:
+        async with dsh_acp_child(
+            recorder,
+            *args,
+            cwd=tmp_path,
+            stderr=stderr,
+            exit_bound=10,
+            observers=[recorder.observe],
+        ) as (conn, process):
+            yield Server(process, conn)
+    assert process.returncode == 0, (tmp_path / "dsh-acp.stderr").read_text()
 
 
 async def _initialize(conn: ClientSideConnection) -> Any:

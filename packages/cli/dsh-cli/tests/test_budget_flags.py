@@ -14,7 +14,7 @@ import pytest
 
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
 from dsh.testing.model_servers._http import RecordedRequest
-from dsh.testing.processes import cmdline, describe, live_children
+from dsh.testing.processes import cmdline, describe, live_children, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,14 +46,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def dsh_run(tmp_path: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--yes", *flags, "Do the loop."],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=50,
-        stdin=subprocess.DEVNULL,
+    return run_cli(
+        "dsh.cli", ["run", "--yes", *flags, "Do the loop."], cwd=tmp_path, env=env, timeout=50
     )
 
 

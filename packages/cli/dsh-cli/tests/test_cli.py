@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def dsh(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli("dsh.cli", args, cwd=cwd, timeout=50)
 
 
 def test_demo_delegates_through_spawn_and_fork(tmp_path: Path) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -67,14 +68,7 @@ def site(tmp_path: Path) -> Path:
 def dsh(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli("dsh.cli", args, env=env, timeout=50)
 
 
 def test_a_plugin_command_runs(site: Path) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
 from dsh.testing.model_servers._http import RecordedRequest
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -78,14 +78,12 @@ def test_the_model_cannot_read_secrets_or_rewrite_its_rules(tmp_path: Path) -> N
     try:
         with OpenAIChatServer(default=scripted(outside), api_key=KEY) as srv:
             env.update(OPENAI_BASE_URL=srv.api_base, OPENAI_API_KEY=KEY)
-            done = subprocess.run(
-                [sys.executable, "-m", "dsh.cli", "run", "--preset", "dsh.toml", "--yes", "go"],
+            done = run_cli(
+                "dsh.cli",
+                ["run", "--preset", "dsh.toml", "--yes", "go"],
                 cwd=work,
                 env=env,
-                capture_output=True,
-                text=True,
                 timeout=80,
-                stdin=subprocess.DEVNULL,
             )
         assert done.returncode == 0, done.stderr
         answer = done.stdout

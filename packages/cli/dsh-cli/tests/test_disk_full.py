@@ -19,6 +19,7 @@ import pytest
 
 from dsh.core import SessionStore
 from dsh.testing.disk import fill_up, small_tmpfs
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,14 +59,7 @@ text = "echo: {prompt}"
 
 
 def dsh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli("dsh.cli", args, cwd=cwd, timeout=60)
 
 
 def run(preset: Path, sessions: Path, cwd: Path) -> subprocess.CompletedProcess[str]:

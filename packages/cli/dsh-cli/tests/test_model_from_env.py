@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import pytest
 
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
 from dsh.testing.model_servers._http import RecordedRequest
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -77,15 +76,7 @@ def test_openai_env_runs_the_standard_preset_with_tools_and_a_child(tmp_path: Pa
     (tmp_path / "notes.txt").write_text(f"Notes.\n{FILE_TOKEN}\n")
     with OpenAIChatServer(default=script, api_key=KEY) as srv:
         env = clean_env(OPENAI_BASE_URL=srv.api_base, OPENAI_API_KEY=KEY)
-        done = subprocess.run(
-            [sys.executable, "-m", "dsh.cli", "run", "--yes", TASK],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=50,
-            stdin=subprocess.DEVNULL,
-        )
+        done = run_cli("dsh.cli", ["run", "--yes", TASK], cwd=tmp_path, env=env, timeout=50)
         requests = srv.requests
     assert done.returncode == 0, done.stderr
     answer = done.stdout
@@ -108,14 +99,12 @@ def test_openai_env_runs_the_standard_preset_with_tools_and_a_child(tmp_path: Pa
 def test_without_yes_and_without_a_terminal_the_shell_is_refused(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text(FILE_TOKEN)
     with OpenAIChatServer(default=script, api_key=KEY) as srv:
-        done = subprocess.run(
-            [sys.executable, "-m", "dsh.cli", "run", "--json", TASK],
+        done = run_cli(
+            "dsh.cli",
+            ["run", "--json", TASK],
             cwd=tmp_path,
             env=clean_env(OPENAI_BASE_URL=srv.api_base, OPENAI_API_KEY=KEY),
-            capture_output=True,
-            text=True,
             timeout=50,
-            stdin=subprocess.DEVNULL,
         )
     assert done.returncode == 3, done.stderr  # finished with failures: the refused shell
     events = [json.loads(line) for line in done.stdout.splitlines()]

@@ -6,26 +6,24 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dsh.core import PresetError, load_preset
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def dsh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     drop = ("OPENAI_", "DEEPSEEK_", "ANTHROPIC_")
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", *args],
+    return run_cli(
+        "dsh.cli",
+        args,
         cwd=cwd,
         env={k: v for k, v in os.environ.items() if not k.startswith(drop)},
-        capture_output=True,
-        text=True,
         timeout=50,
-        stdin=subprocess.DEVNULL,
     )
 
 

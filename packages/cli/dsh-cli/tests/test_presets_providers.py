@@ -4,11 +4,11 @@ entry points) and the plugin row that registers each, run as a real process."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -30,14 +30,7 @@ def test_lists_the_installed_providers_and_their_rows(tmp_path: Path) -> None:
     for file, lines in metadata.items():
         (tmp_path / "acme_agents-2.0.dist-info" / file).write_text("\n".join(lines) + "\n")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "presets", "providers"],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_cli("dsh.cli", ["presets", "providers"], env=env, timeout=50)
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
     assert header.split() == ["provider", "plugin"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
 from dsh.testing.model_servers._http import RecordedRequest
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -35,14 +35,12 @@ def dsh_run(
 ) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "p.toml"
     path.write_text(preset)
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--preset", str(path), *args, "go"],
+    return run_cli(
+        "dsh.cli",
+        ["run", "--preset", str(path), *args, "go"],
         cwd=tmp_path,
         env=clean_env(**env),
-        capture_output=True,
-        text=True,
         timeout=80,
-        stdin=subprocess.DEVNULL,
     )
 
 

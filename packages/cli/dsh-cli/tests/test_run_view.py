@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dsh.testing.processes import ANSI, PtyProcess
+from dsh.testing.processes import ANSI, PtyProcess, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -106,13 +106,8 @@ def test_on_a_terminal_the_tree_updates_in_place(tmp_path: Path) -> None:
 
 def test_json_lines_carry_every_start_and_end(tmp_path: Path) -> None:
     preset = write(tmp_path, TREE_PRESET)
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--json", "--preset", str(preset), "go"],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        stdin=subprocess.DEVNULL,
-        env=clean_env(),
+    done = run_cli(
+        "dsh.cli", ["run", "--json", "--preset", str(preset), "go"], env=clean_env(), timeout=50
     )
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]  # every line parses
@@ -173,14 +168,7 @@ def test_json_into_a_reader_that_goes_away_stops_quietly(tmp_path: Path) -> None
 
 def test_without_a_terminal_stdout_holds_the_answer_alone(tmp_path: Path) -> None:
     preset = write(tmp_path, TREE_PRESET)
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--preset", str(preset), "go"],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        stdin=subprocess.DEVNULL,
-        env=clean_env(),
-    )
+    done = run_cli("dsh.cli", ["run", "--preset", str(preset), "go"], env=clean_env(), timeout=50)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "All done: child found grandchild says ok\n"
     err = done.stderr
@@ -342,14 +330,7 @@ config = { provider = "spawn", tool_name = "subagent", enable_run_in_background 
 
 def test_run_waits_for_background_jobs(tmp_path: Path) -> None:
     preset = write(tmp_path, JOB_PRESET)
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--preset", str(preset), "go"],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        stdin=subprocess.DEVNULL,
-        env=clean_env(),
-    )
+    done = run_cli("dsh.cli", ["run", "--preset", str(preset), "go"], env=clean_env(), timeout=50)
     assert done.returncode == 0, done.stderr
     assert "dsh: waiting for 1 background job to finish: subagent-1 (background work)" in (
         done.stderr
@@ -362,13 +343,8 @@ def test_run_waits_for_background_jobs(tmp_path: Path) -> None:
 def test_detach_kills_background_jobs_and_says_which(tmp_path: Path) -> None:
     preset = write(tmp_path, JOB_PRESET)
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--detach", "--preset", str(preset), "go"],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        stdin=subprocess.DEVNULL,
-        env=clean_env(),
+    done = run_cli(
+        "dsh.cli", ["run", "--detach", "--preset", str(preset), "go"], env=clean_env(), timeout=50
     )
     assert done.returncode == 0, done.stderr
     assert "dsh: --detach: killed 1 background job: subagent-1 (background work)" in done.stderr
@@ -412,24 +388,12 @@ def test_ask_permissions_prompt_on_the_terminal(
 
 def test_without_a_terminal_ask_is_refused_with_the_core_message(tmp_path: Path) -> None:
     preset = write(tmp_path, ASK_PRESET)
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--preset", str(preset), "go"],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        stdin=subprocess.DEVNULL,
-        env=clean_env(),
-    )
+    done = run_cli("dsh.cli", ["run", "--preset", str(preset), "go"], env=clean_env(), timeout=50)
     assert done.returncode == 3, done.stderr  # finished with failures: a refused call
     assert "nobody can answer" in done.stdout
     assert "--yes" in done.stdout
-    yes = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--yes", "--preset", str(preset), "go"],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        stdin=subprocess.DEVNULL,
-        env=clean_env(),
+    yes = run_cli(
+        "dsh.cli", ["run", "--yes", "--preset", str(preset), "go"], env=clean_env(), timeout=50
     )
     assert yes.returncode == 0, yes.stderr
     assert "approved-42" in yes.stdout

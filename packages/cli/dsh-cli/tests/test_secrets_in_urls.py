@@ -8,12 +8,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dsh.testing.model_servers import OpenAIChatServer
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,14 +36,12 @@ def closed_port() -> int:
 
 
 def dsh_run(tmp_path: Path, base_url: str, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", *flags, "--sessions-dir", "sessions", "hello"],
+    return run_cli(
+        "dsh.cli",
+        ["run", *flags, "--sessions-dir", "sessions", "hello"],
         cwd=tmp_path,
         env=clean_env(OPENAI_BASE_URL=base_url),
-        capture_output=True,
-        text=True,
         timeout=50,
-        stdin=subprocess.DEVNULL,
     )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 from dsh.tape import read_tape
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer, RecordedRequest
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,15 +30,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def dsh_run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--preset", "standard", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli("dsh.cli", ["run", "--preset", "standard", *args], cwd=cwd, env=env, timeout=100)
 
 
 def read_then_answer(request: RecordedRequest) -> ChatReply:
@@ -111,14 +103,12 @@ def test_a_preset_with_its_own_model_is_refused(tmp_path: Path) -> None:
         '[[plugin]]\nname = "dsh-llm-openai"\n[agent.model]\nadapter = "openai"\n'
         'model = "x"\noptions = { base_url = "http://127.0.0.1:9" }\n'
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--preset", str(preset), "--replay", "t", "x"],
+    done = run_cli(
+        "dsh.cli",
+        ["run", "--preset", str(preset), "--replay", "t", "x"],
         cwd=tmp_path,
         env=clean_env(),
-        capture_output=True,
-        text=True,
         timeout=100,
-        stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2
     assert "names its own [agent.model]" in done.stderr

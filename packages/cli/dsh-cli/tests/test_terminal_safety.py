@@ -22,7 +22,7 @@ import pytest
 from dsh.testing.fixtures import dsh_acp_child
 from dsh.testing.model_servers import ChatReply, ChatToolCall, OpenAIChatServer
 from dsh.testing.model_servers._http import RecordedRequest
-from dsh.testing.processes import PtyProcess
+from dsh.testing.processes import PtyProcess, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -238,14 +238,12 @@ def test_a_denied_tool_is_not_in_the_schemas_sent_to_the_model(tmp_path: Path) -
         tmp_path, 'extends = "standard"\n[permissions.tools]\nshell = "deny"\n', "deny.toml"
     )
     with OpenAIChatServer(default=_script, api_key="k") as srv:
-        done = subprocess.run(
-            [sys.executable, "-m", "dsh.cli", "run", "--preset", str(preset), "go"],
+        done = run_cli(
+            "dsh.cli",
+            ["run", "--preset", str(preset), "go"],
             cwd=tmp_path,
             env=clean_env(OPENAI_BASE_URL=srv.api_base, OPENAI_API_KEY="k"),
-            capture_output=True,
-            text=True,
             timeout=50,
-            stdin=subprocess.DEVNULL,
         )
         requests = srv.requests
     assert done.returncode == 3, done.stderr  # finished with failures: a refused call

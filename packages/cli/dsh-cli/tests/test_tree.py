@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from rich.console import Console
 from dsh.cli._live_view import LiveView
 from dsh.cli._tree import DelegationTree, Node, describe_call, format_budget, format_usage
 from dsh.subagent import SubagentProgress, SubagentUsage
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -178,14 +178,12 @@ def test_dsh_run_shows_a_grandchild_in_another_process(tmp_path: Path) -> None:
     preset = tmp_path / "parent.toml"
     preset.write_text(parent(child))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEPSEEK_"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--json", "--preset", str(preset), "go"],
-        capture_output=True,
-        text=True,
-        timeout=80,
-        stdin=subprocess.DEVNULL,
-        env=env,
+    done = run_cli(
+        "dsh.cli",
+        ["run", "--json", "--preset", str(preset), "go"],
         cwd=tmp_path,
+        env=env,
+        timeout=80,
     )
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
@@ -205,14 +203,8 @@ def test_dsh_run_shows_a_grandchild_in_another_process(tmp_path: Path) -> None:
     answer = next(e for e in events if e["type"] == "answer")
     assert answer["text"] == "lead got: child done: grandchild says inner work"
     # Plain lines (no terminal, no --json): the grandchild nested under the child.
-    plain = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--preset", str(preset), "go"],
-        capture_output=True,
-        text=True,
-        timeout=80,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=tmp_path,
+    plain = run_cli(
+        "dsh.cli", ["run", "--preset", str(preset), "go"], cwd=tmp_path, env=env, timeout=80
     )
     assert plain.returncode == 0, plain.stderr
     assert '  + [spawn] "inner" started' in plain.stderr

@@ -17,6 +17,7 @@ from acp import PROTOCOL_VERSION, Client, RequestError
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
 from dsh.testing.fixtures import dsh_acp_child
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,15 +46,7 @@ def _toml_string(text: str) -> str:
 
 
 def dsh(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **env},
-    )
+    return run_cli("dsh.cli", args, cwd=cwd, env={**os.environ, **env}, timeout=90)
 
 
 def test_an_untrusted_dsh_toml_runs_nothing_and_says_how_to_trust_it(tmp_path: Path) -> None:

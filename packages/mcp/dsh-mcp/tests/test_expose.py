@@ -4,8 +4,6 @@ under the preset's permissions); a name the preset does not have fails the start
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import anyio
 import pytest
 
 from dsh.testing.fixtures import plugin_rows
+from dsh.testing.processes import run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -38,14 +37,7 @@ async def test_an_exposed_tool_is_listed_and_runs(tmp_path: Path, preset: Path, 
 
 def test_exposing_a_tool_the_preset_lacks_fails_the_start(tmp_path: Path, preset: Path) -> None:
     exposing = with_row(preset, {"expose": ["no_such_tool"]})
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.mcp", "--preset", str(exposing)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    done = run_cli("dsh.mcp", ["--preset", str(exposing)], cwd=tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "expose names tools the preset does not have: no_such_tool" in done.stderr
 
@@ -57,15 +49,7 @@ def test_a_preset_without_a_model_fails_the_start_naming_it(tmp_path: Path) -> N
     bare.write_text(plugin_rows(("dsh-subagent-spawn-in-process", {})), encoding="utf-8")
     drop = ("OPENAI_", "DEEPSEEK_", "ANTHROPIC_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.mcp", "--preset", str(bare)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env=env,
-    )
+    done = run_cli("dsh.mcp", ["--preset", str(bare)], cwd=tmp_path, env=env, timeout=60)
     assert done.returncode == 2, done.stderr
     assert f"dsh mcp: no model is configured in {bare}; add an [agent.model] table" in done.stderr
     assert "Traceback" not in done.stderr

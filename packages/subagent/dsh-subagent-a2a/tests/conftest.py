@@ -14,10 +14,9 @@ import pytest
 
 from dsh.subagent_a2a import A2AProvider, A2AProviderConfig
 from dsh.testing.fixtures import (
-    KEYED_PRESET,
     ProviderRig,
     ServingProcess,
-    scripted_context,
+    keyed_preset_file,
     start_serving,
 )
 
@@ -86,16 +85,14 @@ def kit() -> Any:
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     """A context (cwd = tmp_path) with a parent agent on the scripted model."""
-    async with scripted_context(tmp_path) as ctx:
-        yield Rig(ctx, ctx.agents.create())
+    async with Rig.scripted(tmp_path) as made:
+        yield made
 
 
 @pytest.fixture
 def keyed_preset(tmp_path: Path) -> Path:
     """A ``dsh a2a`` preset: "hang" hangs, "fail" fails, else ``Done: <prompt>``."""
-    path = tmp_path / "served.toml"
-    path.write_text(KEYED_PRESET, encoding="utf-8")
-    return path
+    return keyed_preset_file(tmp_path / "served.toml")
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from dsh.subagent import StartFailed, SubagentProgress
+from dsh.subagent import StartFailed
+from dsh.testing.fixtures import progress_and_result
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -35,12 +35,7 @@ async def test_the_token_travels_but_never_shows(
         monkeypatch.setenv("CALLER_TOKEN", TOKEN)
         monkeypatch.setenv("CALLER_WRONG_TOKEN", WRONG)
         good = rig.register(server.url, name="good", bearer_token_env="CALLER_TOKEN")
-        run = await rig.start(good, "say hello")
-        items: list[SubagentProgress] = []
-        async with run:
-            with anyio.fail_after(30):
-                items = [item async for item in run.progress()]
-            result = await run.result
+        items, result = await progress_and_result(await rig.start(good, "say hello"), within=30)
         assert (result.stop_reason, result.output) == ("completed", "Done: say hello")
         failed = await rig.run(good, "please fail")
         assert failed.stop_reason == "error"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dsh.testing.conformance import ConformanceHarness, ProviderConformance
-from dsh.testing.fixtures import keyed_conformance
+from dsh.testing.fixtures import keyed_conformance, keyed_preset_file
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -17,9 +17,7 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, kit_module: Any) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("a2a-conformance")
-    preset = tmp / "served.toml"
-    preset.write_text(kit_module.KEYED_PRESET, encoding="utf-8")
-    server = kit_module.start_dsh_a2a(tmp, preset)
+    server = kit_module.start_dsh_a2a(tmp, keyed_preset_file(tmp / "served.toml"))
     try:
         yield server
     finally:

@@ -16,9 +16,10 @@ from a2a.types import ListTasksRequest, TaskState
 from pydantic import ValidationError
 
 from dsh.core import AbortSignal
-from dsh.subagent import StartFailed, SubagentProgress, SubagentUsage
+from dsh.subagent import StartFailed, SubagentUsage
 from dsh.subagent.kit import DEFAULT_MAX_DEPTH
 from dsh.subagent_a2a import A2AProviderConfig
+from dsh.testing.fixtures import progress_and_result
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -32,20 +33,9 @@ async def remote_states(url: str) -> list[str]:
     return [TaskState.Name(task.status.state) for task in listed.tasks]
 
 
-async def run_with_progress(rig: Any, name: str, prompt: str) -> tuple[Any, list[SubagentProgress]]:
-    run = await rig.start(name, prompt)
-    items: list[SubagentProgress] = []
-    async with run:
-        with anyio.fail_after(30):
-            async for item in run.progress():
-                items.append(item)
-        result = await run.result
-    return result, items
-
-
 async def test_streaming_answer_with_progress(rig: Any, sdk_agent: Any) -> None:
     name = rig.register(sdk_agent.url)
-    result, items = await run_with_progress(rig, name, "hello there")
+    items, result = await progress_and_result(await rig.start(name, "hello there"), within=30)
     assert result.stop_reason == "completed", result
     assert result.output == "Echo: hello there"
     assert [(i.kind, i.text, i.path) for i in items] == [
@@ -112,7 +102,7 @@ async def test_polling_where_the_card_does_not_stream(rig: Any, tmp_path: Path, 
     agent = kit.start_sdk_agent(tmp_path, "--no-streaming")
     try:
         name = rig.register(agent.url, poll_interval=0.05)
-        result, items = await run_with_progress(rig, name, "poll me")
+        items, result = await progress_and_result(await rig.start(name, "poll me"), within=30)
         assert (result.stop_reason, result.output) == ("completed", "Echo: poll me")
         assert "".join(i.text or "" for i in items if i.kind == "text").endswith("Echo: poll me")
         signal = AbortSignal()

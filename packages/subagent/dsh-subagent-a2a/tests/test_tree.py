@@ -20,6 +20,7 @@ from dsh.testing.fixtures import (
     calling_replies,
     delegate_rule,
     keyed_preset,
+    keyed_preset_file,
     plugin_rows,
     progress_and_result,
 )
@@ -77,9 +78,7 @@ async def test_the_depth_limit_travels_to_the_served_agent(
         # the served agent runs at depth 1 under max_depth 1: its own delegation (depth 2)
         # is refused there, and its model is told so
         run = await rig.start(name, "delegate please", max_depth=1)
-        async with run:
-            items = [item async for item in run.progress()]
-            result = await run.result
+        items, result = await progress_and_result(run)
     finally:
         assert server.stop() == 143
     assert result.stop_reason == "completed", result
@@ -88,16 +87,10 @@ async def test_the_depth_limit_travels_to_the_served_agent(
 
 
 async def test_the_http_json_binding(rig: Any, tmp_path: Path, kit: Any) -> None:
-    preset = tmp_path / "served.toml"
-    preset.write_text(kit.KEYED_PRESET)
-    server = kit.start_dsh_a2a(tmp_path, preset)
+    server = kit.start_dsh_a2a(tmp_path, keyed_preset_file(tmp_path / "served.toml"))
     try:
         name = rig.register(server.url, name="rest", transports=["http+json"])
-        run = await rig.start(name, "over rest")
-        async with run:
-            with anyio.fail_after(30):
-                items = [item async for item in run.progress()]
-            result = await run.result
+        items, result = await progress_and_result(await rig.start(name, "over rest"), within=30)
         assert (result.stop_reason, result.output) == ("completed", "Done: over rest")
         assert "".join(i.text or "" for i in items if i.kind == "text") == "Done: over rest"
         assert result.usage.output_tokens == 3

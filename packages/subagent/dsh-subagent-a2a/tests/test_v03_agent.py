@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from dsh.core import AbortSignal
-from dsh.subagent import SubagentProgress
+from dsh.testing.fixtures import progress_and_result
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -27,12 +27,7 @@ async def test_polling_sees_every_step_once(rig: Any, tmp_path: Path, kit: Any, 
     try:
         name = rig.register(agent.url, poll_interval=0.3, name=f"poller{int(v03)}")
         run = await rig.start(name, "steps please")
-        items: list[SubagentProgress] = []
-        async with run:
-            with anyio.fail_after(30):
-                async for item in run.progress():
-                    items.append(item)
-            result = await run.result
+        items, result = await progress_and_result(run, within=30)
         assert (result.stop_reason, result.output) == ("completed", "Echo: steps please")
         texts = [i.text for i in items if i.kind == "text"]
         assert texts[:4] == ["Thinking...", "step 1", "step 2", "step 3"], texts

@@ -13,12 +13,10 @@ import pytest
 from dsh.core import AbortSignal
 from dsh.subagent import SubagentResult, SubagentRun
 from dsh.subagent_acp import AcpProvider, AcpProviderConfig
-from dsh.testing.fixtures import KEYED_PRESET, ProviderRig, scripted_context
+from dsh.testing.fixtures import ProviderRig, keyed_preset_file
 
 MOCK_AGENT = ["-m", "dsh.testing.mock_acp_agent"]
 DSH_ACP = ["-m", "dsh.cli", "acp"]
-
-KEYED_CHILD_PRESET = KEYED_PRESET
 
 
 def mock_config(mode: str, *extra: str, **fields: Any) -> AcpProviderConfig:
@@ -77,21 +75,19 @@ class AcpRig(ProviderRig):
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[AcpRig]:
     """A context (cwd = tmp_path) with a parent agent on the scripted model."""
-    async with scripted_context(tmp_path) as ctx:
-        yield AcpRig(ctx, ctx.agents.create())
+    async with AcpRig.scripted(tmp_path) as made:
+        yield made
 
 
 @pytest.fixture
 async def unsandboxed_rig(tmp_path: Path) -> AsyncIterator[AcpRig]:
     """:func:`rig` with ``[sandbox] mode = "off"``: for the teardown ladder of a bare
     process (in a sandbox, SIGTERM to bubblewrap ends the whole sandbox at once)."""
-    async with scripted_context(tmp_path, sandbox=False) as ctx:
-        yield AcpRig(ctx, ctx.agents.create())
+    async with AcpRig.scripted(tmp_path, sandbox=False) as made:
+        yield made
 
 
 @pytest.fixture
 def keyed_child_preset(tmp_path: Path) -> Path:
     """A ``dsh acp`` child preset: "hang" hangs, "fail" fails, else ``Done: <prompt>``."""
-    path = tmp_path / "child.toml"
-    path.write_text(KEYED_CHILD_PRESET, encoding="utf-8")
-    return path
+    return keyed_preset_file(tmp_path / "child.toml")

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh.subagent import SubagentProgress
 from dsh.testing.conformance import assert_no_new_processes
+from dsh.testing.fixtures import progress_and_result
 from dsh.testing.processes import live_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -53,12 +53,7 @@ async def test_half_a_line_is_bounded_by_the_default_turn_timeout(rig: Any) -> N
 async def test_a_notice_is_never_the_answer(rig: Any) -> None:
     """We declare session.notices, so the agent sends its notice as a notice, which
     is reported as progress and kept out of the output."""
-    run = await rig.start(rig.mock("notice"))
-    items: list[SubagentProgress] = []
-    async with run:
-        async for item in run.progress():
-            items.append(item)
-        result = await run.result
+    items, result = await progress_and_result(await rig.start(rig.mock("notice")))
     assert result.stop_reason == "completed"
     assert result.output == "The answer."
     notices = [i.text for i in items if i.kind == "notice"]
@@ -74,13 +69,7 @@ async def test_the_depth_limit_needs_an_agent_that_confirms_it(rig: Any) -> None
 
 
 async def test_progress_maps_the_agents_updates_in_order(rig: Any) -> None:
-    run = await rig.start(rig.mock("narrate"))
-    items: list[SubagentProgress] = []
-    async with run:
-        with anyio.fail_after(20):
-            async for item in run.progress():
-                items.append(item)
-        result = await run.result
+    items, result = await progress_and_result(await rig.start(rig.mock("narrate")), within=20)
     kinds = [i.kind for i in items]
     assert kinds == ["text", "tool_call", "tool_update", "text", "text", "usage"], kinds
     call, update = items[1], items[2]

@@ -23,8 +23,8 @@ from pydantic import ValidationError
 from dsh.core import PermissionDecision, PermissionRequest
 from dsh.subagent import SubagentProgress
 from dsh.subagent_acp import AcpProvider, AcpProviderConfig
-from dsh.testing.fixtures import ProviderRig, plugin_rows, progress_and_result, scripted_context
-from dsh.testing.processes import cmdline, live_children, process_tree, wait_until_gone
+from dsh.testing.fixtures import ProviderRig, plugin_rows, progress_and_result
+from dsh.testing.processes import cmdline, live_children, process_tree, run_cli, wait_until_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -60,8 +60,8 @@ class Rig(ProviderRig):
 @asynccontextmanager
 async def rig_in(tmp_path: Path, extra: str = ALLOWED, tools: str = TOOLS) -> AsyncIterator[Rig]:
     """A rig whose parent has the file and shell tools (``extra``: more preset)."""
-    async with scripted_context(tmp_path, plugins=tools + extra) as ctx:
-        yield Rig(ctx, ctx.agents.create())
+    async with Rig.scripted(tmp_path, plugins=tools + extra) as made:
+        yield made
 
 
 @pytest.fixture
@@ -398,11 +398,13 @@ def test_served_requests_are_in_dsh_run_json(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "OPENAI_"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--json", "--preset", str(preset), "go"],
-        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env,
-        cwd=tmp_path, check=False,
-    )  # fmt: skip
+    done = run_cli(
+        "dsh.cli",
+        ["run", "--json", "--preset", str(preset), "go"],
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines()]
     items = [e["item"] for e in events if e["type"] == "subagent/progress"]

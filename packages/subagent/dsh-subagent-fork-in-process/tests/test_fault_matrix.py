@@ -4,29 +4,19 @@ first, so every child is seeded with it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from dsh.testing.faults import Fault, FaultHarness, FaultMatrix
-from dsh.testing.fixtures import in_process_faults
+from dsh.testing.fixtures import in_process_fault_matrix
 
 pytestmark = pytest.mark.timeout(60)
 
 TOOL = f"{Path(__file__).with_name('fault_matrix_tool.py')}:install"
 
-
-class TestForkFaults(FaultMatrix):
-    @pytest.fixture
-    async def fault_harness(self, fault: Fault, tmp_path: Path) -> AsyncIterator[FaultHarness]:
-        plugin = "dsh-subagent-fork-in-process"
-        async with in_process_faults(
-            fault,
-            "fork",
-            plugin,
-            tmp_path,
-            setup=TOOL,
-            seed_turn="a completed turn the child is seeded with",
-        ) as harness:
-            yield harness
+TestForkFaults = in_process_fault_matrix(
+    "fork",
+    "dsh-subagent-fork-in-process",
+    setup=TOOL,
+    seed_turn="a completed turn the child is seeded with",
+)

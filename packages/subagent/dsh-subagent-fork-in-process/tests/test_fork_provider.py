@@ -1,32 +1,14 @@
-"""The ``fork`` provider, loaded through its entry point, passes the conformance suite."""
+"""The ``fork`` provider, loaded through its entry point, passes the conformance suite
+and is registered with all four start capabilities, inheriting the parent's context."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from dsh.core import Context, parse_preset
-from dsh.subagent import ALL_START_CAPABILITIES, SubagentRuntime
-from dsh.testing.conformance import ConformanceHarness, ProviderConformance
-from dsh.testing.fixtures import SCRIPTED_PRESET, in_process_conformance, plugin_rows
+from dsh.testing.fixtures import in_process_conformance_suite
 
 pytestmark = pytest.mark.timeout(20)
 
 PLUGIN = "dsh-subagent-fork-in-process"
 
-
-class TestForkConformance(ProviderConformance):
-    @pytest.fixture
-    async def harness(self) -> AsyncIterator[ConformanceHarness]:
-        async with in_process_conformance("fork", PLUGIN) as harness:
-            yield harness
-
-
-@pytest.mark.anyio
-async def test_registered_with_all_four_capabilities() -> None:
-    async with Context.open(parse_preset(SCRIPTED_PRESET + plugin_rows(PLUGIN))) as ctx:
-        provider = SubagentRuntime.of(ctx).get_provider("fork")
-        assert provider is not None
-        assert provider.capabilities == ALL_START_CAPABILITIES
-        assert provider.inherits_parent_context is True
+TestForkConformance = in_process_conformance_suite("fork", PLUGIN, inherits_parent_context=True)

@@ -17,6 +17,7 @@ import pytest
 from dsh.core import AbortSignal
 from dsh.subagent import SubagentRuntime, SubagentStartRequest
 from dsh.subagent_temporal._worker import WorkerOptions, host_capacity
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,12 +42,8 @@ def test_concurrency_defaults_to_the_host_capacity() -> None:
 
 
 def test_a_bad_preset_is_a_usage_error(tk: Any, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [tk.PY, "-m", "dsh.subagent_temporal", "worker", "--preset", str(tmp_path / "none")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
+    done = run_cli(
+        "dsh.subagent_temporal", ["worker", "--preset", str(tmp_path / "none")], timeout=30
     )
     assert done.returncode == 2
     assert "no preset" in done.stderr

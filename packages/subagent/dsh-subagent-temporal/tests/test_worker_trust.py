@@ -5,23 +5,22 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def worker(cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh.subagent_temporal", "worker", *extra],
-        capture_output=True,
-        text=True,
-        timeout=50,
+    return run_cli(
+        "dsh.subagent_temporal",
+        ["worker", *extra],
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
         env={**os.environ, "DSH_STATE_DIR": str(cwd / "state")},
+        timeout=50,
     )
 
 

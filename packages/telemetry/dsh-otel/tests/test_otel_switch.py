@@ -7,7 +7,6 @@ trace to an OTLP/HTTP collector stand-in on 127.0.0.1: one root, no orphan
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ from acp.schema import TextContentBlock
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from dsh.testing.fixtures import delegating_parent, dsh_acp_child, keyed_preset, plugin_rows
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -148,14 +148,8 @@ def test_dsh_otel_traces_a_delegation_to_dsh_acp_as_one_trace(
     parent.write_text(parent_preset(child), encoding="utf-8")
     env = otel_env(collector, "dsh-parent")
     env["DSH_OTEL"] = "1"
-    done = subprocess.run(
-        [sys.executable, "-m", "dsh.cli", "run", "--preset", str(parent), "go"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        stdin=subprocess.DEVNULL,
+    done = run_cli(
+        "dsh.cli", ["run", "--preset", str(parent), "go"], cwd=tmp_path, env=env, timeout=90
     )
     assert done.returncode == 0, done.stderr
     assert "child says work" in done.stdout

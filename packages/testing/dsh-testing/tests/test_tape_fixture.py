@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from dsh.testing.processes import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,14 +80,8 @@ def session(project: Path, *args: str, prompt: str = "hi", name: str = "hello") 
     env.update(PROMPT=prompt, TAPE_NAME=name)
     plugins = ["-p", "dsh.testing.pytest_plugin", "-p", "no:cacheprovider"]
     options = ["-s", "-q", "--rootdir", str(project), *args]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", *plugins, *options, "test_model.py"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        stdin=subprocess.DEVNULL,
+    done = run_cli(
+        "pytest", [*plugins, *options, "test_model.py"], cwd=project, env=env, timeout=100
     )
     return f"exit {done.returncode}\n{done.stdout}{done.stderr}"
 

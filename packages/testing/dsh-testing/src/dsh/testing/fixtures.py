@@ -1,17 +1,21 @@
 """Helpers that dsh's packages' tests share instead of copying them.
 
 * Preset text: :data:`KEYED_PRESET`, :func:`keyed_preset`, :func:`keyed_rule` (the
-  keyed model of ``dsh-testing-keyed-model``: replies by prompt), :func:`delegating_parent`
+  keyed model of ``dsh-testing-keyed-model``: replies by prompt), :func:`keyed_preset_file`
+  (:data:`KEYED_PRESET` written to a file), :func:`delegating_parent`
   (a scripted parent that calls a subagent tool once), :func:`fake_openai_preset`,
   :func:`plugin_rows`,
   :data:`SPAWN_SUBAGENT_TOOL`, :func:`toml_value`.
 * Processes: :func:`start_serving` (a server of the test's own that announces its URL),
   :func:`dsh_acp_child` (``dsh acp`` with an ACP client on its stdio).
-* A parent that starts runs: :class:`ProviderRig`, :func:`scripted_context`.
+* A parent that starts runs: :class:`ProviderRig` (``ProviderRig.scripted``: in a new
+  scripted context), :func:`scripted_context`.
 * Harnesses: :func:`keyed_conformance` (a child on the keyed model),
   :func:`in_process_conformance`, :func:`prompt_behaviour_conformance` and
   :func:`in_process_faults` (in-process providers), :func:`fault_sleep_installer`,
   :data:`FAST_GRACES`, :func:`until_asked`, :func:`child_process_case`.
+* Whole test classes for an in-process provider (bound to a ``Test*`` name):
+  :func:`in_process_conformance_suite`, :func:`in_process_fault_matrix`.
 * Progress: :func:`progress_and_result` (a run's, to its end), :func:`progress_kinds`,
   :func:`assert_one_grandchild` (a delegation one level further down).
 * Turns: :data:`ONE_TOOL_CALL_TURN`, :func:`call_then_echo`, :func:`tool_results`,
@@ -38,6 +42,7 @@ from dsh.testing._fixtures._presets import (
     delegating_parent,
     fake_openai_preset,
     keyed_preset,
+    keyed_preset_file,
     keyed_rule,
     plugin_rows,
     toml_value,
@@ -49,6 +54,7 @@ from dsh.testing._fixtures._progress import (
 )
 from dsh.testing._fixtures._rig import ProviderRig, scripted_context
 from dsh.testing._fixtures._serving import ServingProcess, start_serving
+from dsh.testing._fixtures._suites import in_process_conformance_suite, in_process_fault_matrix
 from dsh.testing._fixtures._turns import (
     ONE_TOOL_CALL_TURN,
     call_then_echo,
@@ -77,9 +83,12 @@ __all__ = [
     "fake_openai_preset",
     "fault_sleep_installer",
     "in_process_conformance",
+    "in_process_conformance_suite",
+    "in_process_fault_matrix",
     "in_process_faults",
     "keyed_conformance",
     "keyed_preset",
+    "keyed_preset_file",
     "keyed_rule",
     "last_user_kind",
     "plugin_rows",

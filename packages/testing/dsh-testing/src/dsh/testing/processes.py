@@ -9,12 +9,15 @@ through psutil for a whole-table read); elsewhere (macOS, BSDs) psutil answers t
 same questions, so no check here passes silently for want of ``/proc``.
 
 :class:`PtyProcess` runs a command on a pseudo-terminal, as a user's terminal does;
-:class:`JsonLinesProcess` speaks raw JSON lines to a stdio server; :func:`node_entry`
-finds a Node.js program one of the project's installers put under ``.tools/``.
+:class:`JsonLinesProcess` speaks raw JSON lines to a stdio server
+(:class:`ThreadlessJsonLinesProcess`: with no reader thread, for a client that stops
+reading); :func:`run_cli` runs ``python -m <module>`` to its end, its output captured;
+:func:`node_entry` finds a Node.js program one of the project's installers put under
+``.tools/``.
 """
 
 from dsh.testing._installed import node_entry
-from dsh.testing._json_lines import JsonLinesProcess
+from dsh.testing._json_lines import JsonLinesProcess, ThreadlessJsonLinesProcess
 from dsh.testing._processes import (
     alive,
     cmdline,
@@ -26,11 +29,13 @@ from dsh.testing._processes import (
     wait_until_gone,
 )
 from dsh.testing._pty import ANSI, PtyProcess
+from dsh.testing._run import run_cli
 
 __all__ = [
     "ANSI",
     "JsonLinesProcess",
     "PtyProcess",
+    "ThreadlessJsonLinesProcess",
     "alive",
     "cmdline",
     "descendants",
@@ -39,5 +44,6 @@ __all__ = [
     "node_entry",
     "process_tree",
     "reap_zombies",
+    "run_cli",
     "wait_until_gone",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -15,6 +15,7 @@ import anyio
 if TYPE_CHECKING:
     from acp import Client
     from acp.client.connection import ClientSideConnection
+    from acp.connection import StreamObserver
 
 __all__ = ["dsh_acp_child"]
 
@@ -27,10 +28,12 @@ async def dsh_acp_child(
     env: Mapping[str, str] | None = None,
     stderr: IO[Any] | int | None = None,
     exit_bound: float = 15.0,
+    observers: Sequence[StreamObserver] = (),
 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
     """Start ``python -m dsh.cli acp ARGS`` in ``cwd`` (``env``: its whole environment,
     default this process's; ``stderr``: where its stderr goes, default inherited) and
-    connect ``client`` to it over its stdio; yields the connection and the process.
+    connect ``client`` to it over its stdio (``observers``: the connection's observers of
+    every message); yields the connection and the process.
 
     On exit the connection and the child's stdin close and the child must exit within
     ``exit_bound`` seconds (a timeout fails the test; the child is killed then)."""
@@ -43,7 +46,9 @@ async def dsh_acp_child(
     )  # fmt: skip
     assert process.stdin is not None
     assert process.stdout is not None
-    conn = connect_to_agent(client, process.stdin, process.stdout)
+    conn = connect_to_agent(
+        client, process.stdin, process.stdout, observers=list(observers) or None
+    )
     try:
         yield conn, process
     finally:

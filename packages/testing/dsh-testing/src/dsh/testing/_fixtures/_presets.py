@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "delegating_parent",
     "fake_openai_preset",
     "keyed_preset",
+    "keyed_preset_file",
     "keyed_rule",
     "plugin_rows",
     "toml_value",
@@ -128,6 +130,13 @@ def keyed_preset(
 KEYED_PRESET = keyed_preset(HANG_RULE, FAIL_RULE)
 """The keyed model: "hang" hangs until cancelled, "fail" fails, else ``Done: <prompt>``
 in three chunks."""
+
+
+def keyed_preset_file(path: Path) -> Path:
+    """Write :data:`KEYED_PRESET` to ``path`` (a child's or a server's preset file);
+    returns ``path``."""
+    path.write_text(KEYED_PRESET, encoding="utf-8")
+    return path
 
 
 def delegating_parent(

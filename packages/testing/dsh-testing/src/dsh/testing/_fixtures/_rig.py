@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from dsh.core import AbortSignal, Agent, Context, parse_preset
 from dsh.subagent import SubagentResult, SubagentRun, SubagentRuntime, SubagentStartRequest
@@ -34,6 +34,16 @@ class ProviderRig:
         self.ctx = ctx
         self.parent = parent
         self.runtime = SubagentRuntime.of(ctx)
+
+    @classmethod
+    @asynccontextmanager
+    async def scripted(
+        cls, cwd: Path | None = None, *, sandbox: bool = True, plugins: str = ""
+    ) -> AsyncIterator[Self]:
+        """A rig for a new parent agent in :func:`scripted_context` (``cwd``, ``sandbox``,
+        ``plugins`` as there), open while the block runs."""
+        async with scripted_context(cwd, sandbox=sandbox, plugins=plugins) as ctx:
+            yield cls(ctx, ctx.agents.create())
 
     async def start_on(
         self, provider: str, prompt: str, signal: AbortSignal | None = None, **fields: Any

@@ -26,7 +26,7 @@ from dsh.subagent_acp._connection import AcpConnection, LinkError, RemoteError
 from dsh.subagent_acp._fold import SessionFold
 from dsh.subagent_acp._modes import select_mode
 from dsh.subagent_acp._workspace import WORKSPACE_METHODS, SharedWorkspace
-from dsh.subprocess import ProcessPool, SubprocessRun
+from dsh.subprocess import PooledRun, ProcessPool
 
 __all__ = ["STOP_REASONS", "AcpRun"]
 
@@ -48,7 +48,7 @@ _SESSION_CLOSE_BOUND = 5.0
 """Seconds a pooled agent gets to confirm ``session/close`` before it is recycled."""
 
 
-class AcpRun(SubprocessRun):
+class AcpRun(PooledRun[AcpAgentProcess]):
     """The state of one run: its process, its connection, its session."""
 
     config: AcpProviderConfig
@@ -60,10 +60,8 @@ class AcpRun(SubprocessRun):
         config: AcpProviderConfig,
         pool: ProcessPool[AcpAgentProcess] | None = None,
     ) -> None:
-        super().__init__(provider, request, config)
+        super().__init__(provider, request, config, pool)
         self.passes_telemetry = True  # a dsh acp child traces with OTEL_* and DSH_OTEL
-        self.pool = pool
-        """The provider's warm pool (None: the run starts its own agent process)."""
         self.fold = SessionFold()
         self.agent: AcpAgentProcess | None = None
         """The agent process (its own, or one taken from the pool)."""
@@ -82,8 +80,6 @@ class AcpRun(SubprocessRun):
         made at the first such request)."""
         self._reported_usage = SubagentUsage.unknown()
         self._clean = False
-        self._released = False
-        self._tail_mark = 0
 
     # -- the hooks --------------------------------------------------------------------
 
@@ -94,24 +90,17 @@ class AcpRun(SubprocessRun):
             self.pool = None  # another environment or sandbox than the pool's: its own process
         if self.pool is None:
             child = await self.spawn(what=f"{self.provider} agent")
-            self._use(AcpAgentProcess(child, self.config))
+            self.take(AcpAgentProcess(child, self.config))
             assert self.agent is not None
             await self.agent.initialize({"dsh": self.lineage.meta()}, self.stages)
             self._check_budget()
             await self._new_session()
             return
-        for attempt in (1, 2):
-            self.stages.enter("start")
-            self._use(await self.pool.acquire())
-            self._check_budget()
-            try:
-                await self._new_session()
-                return
-            except LinkError as exc:
-                if attempt == 2 or exc.kind not in ("exited", "closed"):
-                    raise
-            # the warm process died before it could serve (a race with its exit): another
-            await self._give_back(reuse=False, reason="exited")
+        await self.start_on_pool(self._start_session, died=_died)
+
+    async def _start_session(self) -> None:
+        self._check_budget()
+        await self._new_session()
 
     def _check_budget(self) -> None:
         """A budget needs an agent that confirmed it enforces one."""
@@ -124,11 +113,15 @@ class AcpRun(SubprocessRun):
                 " (dsh acp), or delegate without a budget"
             )
 
-    def _use(self, agent: AcpAgentProcess) -> None:
-        self.agent, self.child, self.conn = agent, agent.child, agent.conn
-        self._released = False
-        self._tail_mark = agent.child.stderr_tail.position
-        agent.user = self
+    def attach(self, process: AcpAgentProcess) -> None:
+        """The agent's updates and requests come to this run."""
+        self.agent, self.conn = process, process.conn
+        process.user = self
+
+    def detach(self, process: AcpAgentProcess) -> None:
+        """The agent's updates and requests no longer come to this run."""
+        if process.user is self:
+            process.user = None
 
     async def _new_session(self) -> None:
         assert self.conn is not None
@@ -207,51 +200,26 @@ class AcpRun(SubprocessRun):
         one: ``session/close`` and back to the pool after a clean turn, else recycled."""
         if self.workspace is not None:
             await self.workspace.close()  # its terminals die with the run
-        agent = self.agent
-        if agent is None:
-            await super().close()  # (a spawn that never became an agent process)
-            return
-        if self.pool is None:
-            await agent.aclose(
-                eof_grace=self.config.eof_grace if self.published else 0.0,
-                term_grace=self.config.term_grace,
-            )
-            return
-        if self._released:
-            return
-        if not self.published:  # the start failed or was aborted midway
-            await self._give_back(reuse=False, reason="cancelled" if self.stop.aborted else "error")
-        elif self.stopped:
-            await self._give_back(reuse=False, reason="cancelled")
-        else:
-            # a clean turn on a healthy process, whose session closed if it can be
-            reuse = (
-                self._clean
-                and agent.healthy
-                and (
-                    not agent.closes_sessions
-                    or self.session_id is None
-                    or await agent.close_session(self.session_id, _SESSION_CLOSE_BOUND)
-                )
-            )
-            await self._give_back(reuse=reuse, reason="error")
+        await super().close()
 
-    async def _give_back(self, *, reuse: bool, reason: str = "error") -> None:
-        agent, pool = self.agent, self.pool
-        assert agent is not None
-        assert pool is not None
-        if agent.user is self:
-            agent.user = None
-        self._released = True
-        await pool.release(agent, reuse=reuse, reason=reason)
+    async def reusable(self, process: AcpAgentProcess) -> bool:
+        """A clean turn on a healthy process, whose session closed if it can be."""
+        return (
+            self._clean
+            and process.healthy
+            and (
+                not process.closes_sessions
+                or self.session_id is None
+                or await process.close_session(self.session_id, _SESSION_CLOSE_BOUND)
+            )
+        )
 
     def kill_now(self) -> None:
         """SIGKILL the agent's tree (a pooled one only while this run holds it) and
         every terminal's."""
         if self.workspace is not None:
             self.workspace.kill_now()
-        if self.pool is None or not self._released:
-            super().kill_now()
+        super().kill_now()
 
     def partial_output(self) -> str:
         """The text of the last agent message so far."""
@@ -273,10 +241,9 @@ class AcpRun(SubprocessRun):
             parts.append(self.mode_warning)
         if self.fold.notices:
             parts.append("agent notices: " + "; ".join(self.fold.notices[-3:]))
-        if self.child is not None:
-            tail = self.child.stderr_tail.text(1500, since=self._tail_mark)
-            if tail:
-                parts.append(f"{self.provider} stderr (last lines):\n{tail}")
+        tail = super().details()
+        if tail:
+            parts.append(tail)
         return "\n".join(parts)
 
     def on_progress_wanted(self, handle: RunHandle) -> Any:
@@ -365,3 +332,8 @@ def _usage_of(usage: Any) -> SubagentUsage:
             ),
         }
     )
+
+
+def _died(error: Exception) -> bool:
+    """The warm process died before it could serve (its link exited or closed)."""
+    return isinstance(error, LinkError) and error.kind in ("exited", "closed")

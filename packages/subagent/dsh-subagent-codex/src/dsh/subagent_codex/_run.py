@@ -1,4 +1,4 @@
-"""One run of ``codex app-server`` on the provider kit (:class:`~dsh.subprocess.SubprocessRun`).
+"""One run of ``codex app-server`` on the provider kit (:class:`~dsh.subprocess.PooledRun`).
 
 ``open``: spawn, ``initialize`` → ``initialized`` → ``thread/start``. ``turn``:
 ``turn/start``, then the notifications are folded until ``turn/completed``.
@@ -51,7 +51,7 @@ from dsh.subagent_codex._rpc import (
 )
 from dsh.subagent_codex._tape import codex_argv
 from dsh.subagent_codex._turn import TurnTracker
-from dsh.subprocess import ProcessPool, SubprocessRun
+from dsh.subprocess import PooledRun, ProcessPool
 
 __all__ = ["CodexFailure", "CodexRun"]
 
@@ -65,7 +65,7 @@ class CodexFailure(DshError):
     """Why the run cannot go on (codex went away, a fatal request, a rejected config)."""
 
 
-class CodexRun(SubprocessRun):
+class CodexRun(PooledRun[CodexAppServer]):
     """The connection and turn state of one codex run (see the module docstring)."""
 
     config: CodexConfig
@@ -79,9 +79,7 @@ class CodexRun(SubprocessRun):
         request: SubagentStartRequest,
         pool: ProcessPool[CodexAppServer] | None = None,
     ) -> None:
-        super().__init__(config.name, request, config)
-        self.pool = pool
-        """The provider's warm pool (None: the run starts its own app-server)."""
+        super().__init__(config.name, request, config, pool)
         self.server: CodexAppServer | None = None
         self.tracker: TurnTracker | None = None
         self.warnings: list[str] = []
@@ -91,8 +89,6 @@ class CodexRun(SubprocessRun):
         """Set when the turn completed, ``fatal`` was set, or codex's stdout ended."""
         self._turn_done = asyncio.Event()
         """Set when the turn completed or codex's stdout ended."""
-        self._released = False
-        self._tail_mark = 0
         self._thread_key: str | None = None
         self._thread_params: dict[str, Any] = {}
 
@@ -110,20 +106,22 @@ class CodexRun(SubprocessRun):
             await self._start_own()
             await self._start_thread()
             return
-        for attempt in (1, 2):
-            self.stages.enter("start")
-            self._use(await self.pool.acquire())
-            try:
-                await self._start_thread()
-                return
-            except CodexFailure:
-                server = self.server
-                if attempt == 2 or self.fatal is not None or server is None or server.healthy:
-                    raise
-            # the warm app-server died before it could serve (a race with its exit): another
-            await self._give_back(reuse=False, reason="exited")
-            self._wake.clear()
-            self._turn_done.clear()
+        await self.start_on_pool(self._start_pooled_thread, died=self._died)
+
+    async def _start_pooled_thread(self) -> None:
+        self._wake.clear()  # (set by an app-server that died under an earlier attempt)
+        self._turn_done.clear()
+        await self._start_thread()
+
+    def _died(self, error: Exception) -> bool:
+        """The warm app-server died before it could serve (a race with its exit)."""
+        server = self.server
+        return (
+            isinstance(error, CodexFailure)
+            and self.fatal is None
+            and server is not None
+            and not server.healthy
+        )
 
     async def _start_thread(self) -> None:
         self.stages.enter("thread-start")
@@ -189,7 +187,7 @@ class CodexRun(SubprocessRun):
             env=env,
             hint=INSTALL_HINT,
         )
-        self._use(CodexAppServer(child, config))
+        self.take(CodexAppServer(child, config))
         assert self.server is not None
         self.stages.enter("initialize")
         await self.server.initialize(self._call)
@@ -203,12 +201,15 @@ class CodexRun(SubprocessRun):
         extra.update({k.upper(): v for k, v in self.request.parent.ctx.tracing.headers().items()})
         return extra
 
-    def _use(self, server: CodexAppServer) -> None:
-        self.server, self.child = server, server.child
-        self._released = False
-        self._tail_mark = server.child.stderr_tail.position
-        self.warnings = list(server.warnings)
-        server.attach(self)
+    def attach(self, process: CodexAppServer) -> None:
+        """The app-server's messages for this run's thread come to it."""
+        self.server = process
+        self.warnings = list(process.warnings)
+        process.attach(self)
+
+    def detach(self, process: CodexAppServer) -> None:
+        """The app-server's messages go nowhere from now on."""
+        process.detach(self)
 
     async def turn(self) -> SubagentResult:
         tracker = self.tracker
@@ -242,53 +243,21 @@ class CodexRun(SubprocessRun):
     async def cancel(self) -> bool:
         return await self._interrupt()
 
-    async def close(self) -> None:
-        """Its own app-server: stop it. A pooled one: unsubscribe the thread and give
-        the app-server back after a completed turn, else recycle it."""
-        server = self.server
-        if server is None:
-            await super().close()  # (a spawn that never became an app-server)
-            return
-        if self.pool is None:
-            server.detach(self)
-            await server.aclose(
-                eof_grace=self.config.eof_grace if self.published else 0.0,
-                term_grace=self.config.term_grace,
-            )
-            return
-        if self._released:
-            return
+    async def reusable(self, process: CodexAppServer) -> bool:
+        """After a completed turn on a healthy app-server that unloaded the thread; it
+        then starts the next thread of the same parent and cwd ahead."""
         tracker = self.tracker
-        if not self.published:  # the start failed or was aborted midway
-            reuse, reason = False, "cancelled" if self.stop.aborted else "error"
-        elif self.stopped:
-            reuse, reason = False, "cancelled"
-        else:
-            reuse = (
-                tracker is not None
-                and tracker.status == "completed"
-                and self.fatal is None
-                and server.healthy
-                and await server.unsubscribe(tracker.thread_id, _UNSUBSCRIBE_BOUND)
-            )
-            reason = "error"
-            if reuse and server.retired is None and self._thread_key is not None:
-                # the next run from the same parent, in the same cwd, skips thread/start
-                server.prepare_thread(self._thread_key, self._thread_params)
-        await self._give_back(reuse=reuse, reason=reason)
-
-    async def _give_back(self, *, reuse: bool, reason: str) -> None:
-        server, pool = self.server, self.pool
-        assert server is not None
-        assert pool is not None
-        server.detach(self)
-        self._released = True
-        await pool.release(server, reuse=reuse, reason=reason)
-
-    def kill_now(self) -> None:
-        """SIGKILL the app-server's tree (a pooled one only while this run holds it)."""
-        if self.pool is None or not self._released:
-            super().kill_now()
+        reuse = (
+            tracker is not None
+            and tracker.status == "completed"
+            and self.fatal is None
+            and process.healthy
+            and await process.unsubscribe(tracker.thread_id, _UNSUBSCRIBE_BOUND)
+        )
+        if reuse and process.retired is None and self._thread_key is not None:
+            # the next run from the same parent, in the same cwd, skips thread/start
+            process.prepare_thread(self._thread_key, self._thread_params)
+        return reuse
 
     def run_id(self) -> str:
         tracker = self.tracker
@@ -313,10 +282,9 @@ class CodexRun(SubprocessRun):
         if self.server is not None and self.server.conn.noise:
             noise = self.server.conn.noise[-2:]
             parts.append("codex printed non-protocol output: " + " | ".join(noise))
-        if self.child is not None:
-            tail = self.child.stderr_tail.text(1500, since=self._tail_mark)
-            if tail:
-                parts.append(f"{self.provider} stderr (last lines):\n{tail}")
+        tail = super().details()
+        if tail:
+            parts.append(tail)
         return "\n".join(parts)
 
     # -- what the app-server routes to the run ----------------------------------------

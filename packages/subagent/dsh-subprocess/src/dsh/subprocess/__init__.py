@@ -21,7 +21,8 @@ starts processes:
   ``size``, ``max_runs``, ``idle_timeout``), recycled after errors, cancels, too
   many runs, an exit, or idleness; a transport subclasses :class:`PooledProcess`;
   :class:`PoolsByContext` gives a provider one pool per context, closed with it
-  (:class:`PooledProvider`: the base of a provider that keeps warm processes);
+  (:class:`PooledProvider`: the base of a provider that keeps warm processes;
+  :class:`PooledRun`: of its runs, which take one and give it back);
   :func:`start_pooled_process` is a pool's ``start`` (spawn, connect, handshake).
 * :class:`Terminal` — a command running in the background with the tail of its
   output (ACP's ``terminal/*``); a tool offers a :class:`TerminalOpener` under
@@ -45,6 +46,7 @@ from dsh.subprocess._errors import ProcessStartError
 from dsh.subprocess._pool import ProcessPool
 from dsh.subprocess._pool_start import start_pooled_process
 from dsh.subprocess._pooled import PoolClosed, PoolConfig, PooledProcess, Starting
+from dsh.subprocess._pooled_run import PooledRun
 from dsh.subprocess._pools import PooledProvider, PoolsByContext
 from dsh.subprocess._process import ChildProcess, Ending
 from dsh.subprocess._run import SubprocessRun, provider_env, provider_sandbox
@@ -67,6 +69,7 @@ __all__ = [
     "PoolConfig",
     "PooledProcess",
     "PooledProvider",
+    "PooledRun",
     "PoolsByContext",
     "ProcessPool",
     "ProcessStartError",

@@ -16,7 +16,14 @@ import pytest
 from rich.console import Console
 
 from dsh.cli._live_view import LiveView
-from dsh.cli._tree import DelegationTree, Node, describe_call, format_budget, format_usage
+from dsh.cli._tree import (
+    DelegationTree,
+    Node,
+    describe_call,
+    format_budget,
+    format_usage,
+    short_id,
+)
 from dsh.subagent import SubagentProgress, SubagentUsage
 from dsh.testing.processes import run_cli
 
@@ -132,6 +139,13 @@ def test_describe_call_and_usage_formats() -> None:
     )
     assert format_usage(SubagentUsage.unknown()) == ""
     assert format_usage(SubagentUsage(1, 0), short=True) == "1 token"
+
+
+def test_short_id_keeps_a_remote_run_id_whole() -> None:
+    # a session id of this process: its last 8 characters tell runs apart
+    assert short_id("0193b2c4-9bf7-7e12-8a3d-5c6f9bf7fe93") == "9bf7fe93"
+    # a remote run id (provider-pid-n): cut to 8 it lost its provider ("-21643-1")
+    assert short_id("acp-21643-1") == "acp-21643-1"
 
 
 CHILD = """

@@ -305,8 +305,9 @@ def _one_line(text: str, limit: int = 60) -> str:
 
 
 def short_id(run_id: str) -> str:
-    """The last 8 characters of a run id (session ids of one process share a prefix)."""
-    return run_id[-8:]
+    """A run id as the views show it: a long one by its last 8 characters (session ids
+    of one process share a prefix), a short one (``acp-21643-1``) whole."""
+    return run_id if len(run_id) <= 12 else run_id[-8:]
 
 
 def _label(value: Any) -> str | None:

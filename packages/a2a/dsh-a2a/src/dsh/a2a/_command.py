@@ -124,13 +124,14 @@ class A2ACommand:
     def run(self, args: argparse.Namespace) -> int:
         """Serve until SIGTERM / SIGINT; returns the exit status."""
         from dsh.a2a._serve import ServeOptions, serve_command
-        from dsh.core.argtypes import apply_otel_argument, preset_argument
+        from dsh.core.argtypes import apply_otel_argument
 
         apply_otel_argument(args)  # the switch: contexts opened here trace
         store = args.task_store if args.task_store != "memory" else None
         return serve_command(
             ServeOptions(
-                preset=preset_argument(args),
+                preset=args.preset,
+                trust=args.trust,
                 host=args.host,
                 port=args.port,
                 public_url=args.public_url,

@@ -56,6 +56,8 @@ class ServeOptions:
     """What ``dsh a2a`` was asked to do (its command-line options)."""
 
     preset: str | None = None
+    trust: bool = False
+    """Use the working directory's ``dsh.toml`` without it being trusted (``--trust``)."""
     host: str = "127.0.0.1"
     port: int = 8000
     public_url: str | None = None
@@ -91,7 +93,7 @@ def serve_command(options: ServeOptions) -> int:
             tokens = read_tokens(options.token_envs, options.host)
         except BindError as exc:
             raise UsageError(str(exc)) from None
-        preset = served_preset(options.preset)
+        preset = served_preset(options.preset, trust=options.trust)
         return asyncio.run(_serve(options, preset, tokens))
     except UsageError as exc:
         print(f"dsh a2a: {exc}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """Subcommands from other packages: the ``dsh.commands`` entry-point group.
 
 A package adds ``dsh NAME`` by declaring an entry point named ``NAME`` whose object
-has ``help: str``, ``add_arguments(parser)`` and ``run(args) -> int``::
+has ``help: str``, ``add_arguments(parser)`` and ``run(args) -> int``
+(:class:`dsh.core.argtypes.Command`)::
 
     [project.entry-points."dsh.commands"]
     acp = "dsh.acp._command:command"
@@ -14,27 +15,16 @@ other commands.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ENTRY_POINT_GROUP", "Command", "LoadedCommand", "discover", "load"]
+if TYPE_CHECKING:  # (not imported at start: dsh.core loads only when it is needed)
+    from dsh.core.argtypes import Command
+
+__all__ = ["ENTRY_POINT_GROUP", "LoadedCommand", "discover", "load"]
 
 ENTRY_POINT_GROUP = "dsh.commands"
-
-
-@runtime_checkable
-class Command(Protocol):
-    """What a ``dsh.commands`` entry point loads."""
-
-    help: str
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the subcommand's arguments to its parser."""
-
-    def run(self, args: argparse.Namespace) -> int:
-        """Run; the return value is the exit status."""
 
 
 @dataclass(frozen=True, slots=True)

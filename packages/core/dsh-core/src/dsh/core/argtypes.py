@@ -7,10 +7,10 @@ points), so every command rejects a bad number, and words a common option, the s
     add_trust_argument(parser)  # --trust, worded as every dsh command words it
 
 The servers (``dsh a2a``, ``dsh mcp``, ``dsh acp``, ``dsh worker``) also share how they
-name their preset (:func:`add_preset_argument`, :func:`preset_argument`,
-:func:`served_preset`), where they listen (:func:`add_http_arguments`), how they log
-(:func:`log_to_stderr`), how they refuse a bad configuration (:class:`UsageError`) and
-how ``python -m`` runs them (:func:`run_standalone`).
+name their preset (:func:`add_preset_argument`, :func:`served_preset`), where they
+listen (:func:`add_http_arguments`), how they log (:func:`log_to_stderr`), how they
+refuse a bad configuration (:class:`UsageError`) and how ``python -m`` runs them
+(:func:`run_standalone`, for a :class:`Command`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from dsh.core._errors import DshError
 from dsh.core._tracing import TRACING_SWITCH_ENV
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from dsh.core._presets import Preset
 
 __all__ = [
+    "Command",
     "UsageError",
     "add_capacity_arguments",
     "add_http_arguments",
@@ -42,7 +42,6 @@ __all__ = [
     "port_number",
     "positive_float",
     "positive_int",
-    "preset_argument",
     "run_standalone",
     "served_preset",
 ]
@@ -160,17 +159,6 @@ def add_preset_argument(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--preset", metavar="FILE|NAME", help=help)
 
 
-def preset_argument(args: argparse.Namespace) -> str | None:
-    """After :func:`add_preset_argument` and :func:`add_trust_argument`: ``--preset`` as
-    given; without it, with ``--trust``, the working directory's ``dsh.toml`` (named
-    explicitly, so it is used without the trust check); else ``None``."""
-    value: str | None = args.preset
-    local = Path.cwd() / "dsh.toml"
-    if value is None and args.trust and local.is_file():
-        value = str(local)
-    return value
-
-
 def add_http_arguments(
     parser: argparse.ArgumentParser, *, when: str = "", token_note: str = ""
 ) -> None:
@@ -221,8 +209,9 @@ class UsageError(DshError):
 
 
 def served_preset(value: str | None, *, trust: bool = False) -> Preset:
-    """The preset a server command serves: :func:`~dsh.core.find_preset` of ``value``,
-    which must exist and have a model (``dsh run``'s rule,
+    """The preset a server command serves: :func:`~dsh.core.find_preset` of ``value``
+    (``trust``: ``--trust``, the working directory's ``dsh.toml`` used without the trust
+    check), which must exist and have a model (``dsh run``'s rule,
     :func:`~dsh.core.models.require_model`); :class:`UsageError` saying what is wrong."""
     from dsh.core._env_model import NoModelError, require_model
     from dsh.core._presets import PresetError
@@ -248,15 +237,20 @@ def log_to_stderr(prog: str, level: str) -> None:
     )
 
 
-class _Command(Protocol):
+@runtime_checkable
+class Command(Protocol):
+    """What a ``dsh.commands`` entry point loads (``dsh NAME``, from dsh-cli)."""
+
     help: str
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the subcommand's arguments to its parser."""
 
-    def run(self, args: argparse.Namespace) -> int: ...
+    def run(self, args: argparse.Namespace) -> int:
+        """Run; the return value is the exit status."""
 
 
-def run_standalone(command: _Command, prog: str, argv: Sequence[str] | None = None) -> int:
+def run_standalone(command: Command, prog: str, argv: Sequence[str] | None = None) -> int:
     """Run a ``dsh.commands`` command without dsh-cli (``python -m dsh.a2a``): its
     options parsed from ``argv`` (default ``sys.argv[1:]``) under the name ``prog``;
     returns the exit status."""

@@ -54,13 +54,13 @@ class McpCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         """Serve until stdin closes (stdio) or a signal; returns the exit status."""
-        from dsh.core.argtypes import preset_argument
         from dsh.mcp._options import ServeOptions
         from dsh.mcp._serve import serve_command
 
         return serve_command(
             ServeOptions(
-                preset=preset_argument(args),
+                preset=args.preset,
+                trust=args.trust,
                 name=args.name,
                 sessions_dir=args.sessions_dir,
                 max_line_bytes=args.max_line_bytes,

@@ -12,6 +12,8 @@ class ServeOptions:
     """What ``dsh mcp`` was asked to do (its command-line options)."""
 
     preset: str | None = None
+    trust: bool = False
+    """Use the working directory's ``dsh.toml`` without it being trusted (``--trust``)."""
     name: str | None = None
     sessions_dir: str | None = None
     max_line_bytes: int = 16 * 1024 * 1024

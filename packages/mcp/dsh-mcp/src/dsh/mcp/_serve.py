@@ -51,7 +51,7 @@ def serve_command(options: ServeOptions) -> int:
                 raise UsageError(str(exc)) from None
         elif options.token_envs:
             raise UsageError("--token-env applies to --http only (stdio needs no token)")
-        preset = served_preset(options.preset)
+        preset = served_preset(options.preset, trust=options.trust)
         return asyncio.run(_serve(options, preset, tokens))
     except UsageError as exc:
         print(f"dsh mcp: {exc}", file=sys.stderr)

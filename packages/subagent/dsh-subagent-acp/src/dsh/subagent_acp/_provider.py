@@ -39,10 +39,10 @@ class AcpProvider(PooledProvider[AcpAgentProcess]):
     """
 
     inherits_parent_context = False
+    config: AcpProviderConfig
 
     def __init__(self, config: AcpProviderConfig) -> None:
         super().__init__(config, config.pool)
-        self.config = config
         self.name = config.name
         self.capabilities = peer_capabilities(config.depth_limit, config.budget)
         self.max_running: int | None = process_max_running()

@@ -63,9 +63,6 @@ class AcpRun(PooledRun[AcpAgentProcess]):
         super().__init__(provider, request, config, pool)
         self.passes_telemetry = True  # a dsh acp child traces with OTEL_* and DSH_OTEL
         self.fold = SessionFold()
-        self.agent: AcpAgentProcess | None = None
-        """The agent process (its own, or one taken from the pool)."""
-        self.conn: AcpConnection | None = None
         self.session_id: str | None = None
         self.decisions: dict[str, int] = {}
         """How many permission requests got each answer (option kind or ``cancelled``)."""
@@ -81,6 +78,17 @@ class AcpRun(PooledRun[AcpAgentProcess]):
         self._reported_usage = SubagentUsage.unknown()
         self._clean = False
 
+    @property
+    def agent(self) -> AcpAgentProcess | None:
+        """The agent process (its own, or one taken from the pool)."""
+        return self.process
+
+    @property
+    def conn(self) -> AcpConnection | None:
+        """The agent process's connection."""
+        process = self.process
+        return process.conn if process is not None else None
+
     # -- the hooks --------------------------------------------------------------------
 
     async def open(self) -> None:
@@ -93,12 +101,12 @@ class AcpRun(PooledRun[AcpAgentProcess]):
             self.take(AcpAgentProcess(child, self.config))
             assert self.agent is not None
             await self.agent.initialize({"dsh": self.lineage.meta()}, self.stages)
-            self._check_budget()
-            await self._new_session()
+            await self._start_session()
             return
         await self.start_on_pool(self._start_session, died=_died)
 
     async def _start_session(self) -> None:
+        """A budget checked against the initialized agent, then ``session/new``."""
         self._check_budget()
         await self._new_session()
 
@@ -115,7 +123,6 @@ class AcpRun(PooledRun[AcpAgentProcess]):
 
     def attach(self, process: AcpAgentProcess) -> None:
         """The agent's updates and requests come to this run."""
-        self.agent, self.conn = process, process.conn
         process.user = self
 
     def detach(self, process: AcpAgentProcess) -> None:

@@ -36,11 +36,12 @@ class CodexProvider(PooledProvider[CodexAppServer]):
     """
 
     inherits_parent_context = False
+    config: CodexConfig
 
     def __init__(self, config: CodexConfig | None = None) -> None:
-        self.config = config or CodexConfig()
-        super().__init__(self.config, self.config.pool, self.config.pool.concurrency)
-        self.name = self.config.name
+        config = config or CodexConfig()
+        super().__init__(config, config.pool, config.pool.concurrency)
+        self.name = config.name
         self.capabilities = _BUDGET_ONLY
         self.max_running: int | None = process_max_running()
         """Default cap on running children: the cores (a preset's caps override it)."""

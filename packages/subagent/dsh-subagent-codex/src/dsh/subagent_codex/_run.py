@@ -80,7 +80,6 @@ class CodexRun(PooledRun[CodexAppServer]):
         pool: ProcessPool[CodexAppServer] | None = None,
     ) -> None:
         super().__init__(config.name, request, config, pool)
-        self.server: CodexAppServer | None = None
         self.tracker: TurnTracker | None = None
         self.warnings: list[str] = []
         self.fatal: str | None = None
@@ -106,12 +105,7 @@ class CodexRun(PooledRun[CodexAppServer]):
             await self._start_own()
             await self._start_thread()
             return
-        await self.start_on_pool(self._start_pooled_thread, died=self._died)
-
-    async def _start_pooled_thread(self) -> None:
-        self._wake.clear()  # (set by an app-server that died under an earlier attempt)
-        self._turn_done.clear()
-        await self._start_thread()
+        await self.start_on_pool(self._start_thread, died=self._died)
 
     def _died(self, error: Exception) -> bool:
         """The warm app-server died before it could serve (a race with its exit)."""
@@ -201,9 +195,16 @@ class CodexRun(PooledRun[CodexAppServer]):
         extra.update({k.upper(): v for k, v in self.request.parent.ctx.tracing.headers().items()})
         return extra
 
+    @property
+    def server(self) -> CodexAppServer | None:
+        """The app-server (its own, or one taken from the pool)."""
+        return self.process
+
     def attach(self, process: CodexAppServer) -> None:
-        """The app-server's messages for this run's thread come to it."""
-        self.server = process
+        """The app-server's messages for this run's thread come to it (what an earlier
+        app-server of this run signalled is forgotten: it died before it could serve)."""
+        self._wake.clear()
+        self._turn_done.clear()
         self.warnings = list(process.warnings)
         process.attach(self)
 

@@ -71,7 +71,8 @@ class PooledProvider(Generic[P]):
     inherits_parent_context: bool
 
     def __init__(self, config: SubprocessConfig, pool: PoolConfig, concurrency: int = 1) -> None:
-        self._process = config
+        self.config = config
+        """The provider row's config (a subclass annotates its own type)."""
         self._pool_config = pool
         self._concurrency = concurrency
         self._pools: PoolsByContext[P] | None = (
@@ -109,13 +110,13 @@ class PooledProvider(Generic[P]):
         its pools when the row is unloaded, and warm the context's pool now (it closes
         with the context)."""
         what = f'the "{self.name}" provider'
-        self._process.sandbox_policy(ctx.sandbox, strict=True, what=what)
+        self.config.sandbox_policy(ctx.sandbox, strict=True, what=what)
         effects.add(SubagentRuntime.of(ctx).register_provider(self))
         effects.add(self.aclose)
         self.pool(ctx)
 
     def _make_pool(self, ctx: Context) -> ProcessPool[P]:
-        config = self._process
+        config = self.config
         env = self.pool_env(ctx)
         cwd = config.cwd or ctx.cwd
         sandbox = provider_sandbox(config, ctx.sandbox, env)
